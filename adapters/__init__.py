@@ -1,0 +1,1 @@
+"""Engine adapters: one package per engine; each translates engine calls into the specplug contract."""

@@ -1,0 +1,217 @@
+"""The proposer contract: a request lifecycle over token ids and the Draft it returns.
+
+Every proposer subclasses :class:`Proposer` and implements four private hooks
+(``_start``, ``_propose``, ``_extend``, ``_stop``). The public methods validate their
+arguments and the request's lifecycle *before* touching any state, so a call that
+raises leaves every request as it was.
+"""
+
+from __future__ import annotations
+
+import abc
+import operator
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specplug._errors import InvalidOptionError, InvalidTokensError, RequestStateError
+
+__all__ = ["Draft", "Proposer", "RequestId", "as_token_array"]
+
+RequestId = Hashable
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """What a proposer drafts for one request step.
+
+    ``tokens`` may be empty (no speculation this step). ``score`` is the expected number
+    of accepted tokens where the proposer can estimate it, else None. ``needs_neural``
+    is False when a hybrid decided its lookup draft wins, so an adapter may skip the
+    model's own MTP/EAGLE pass for this step.
+
+    >>> Draft((5, 6), source="ngram", score=1.5).tokens
+    (5, 6)
+    """
+
+    tokens: tuple[int, ...]
+    source: str
+    score: float | None = None
+    needs_neural: bool = field(default=True, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+def as_token_array(tokens: object, what: str = "token_ids") -> np.ndarray:
+    """Return ``tokens`` as a 1-D int64 array, or raise naming the bad value.
+
+    >>> as_token_array([3, 4]).tolist()
+    [3, 4]
+    """
+    if isinstance(tokens, np.ndarray):
+        if tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):
+            raise InvalidTokensError(
+                f"{what} must be a 1-D sequence of non-negative ints; got an array of "
+                f"dtype {tokens.dtype} and shape {tokens.shape}"
+            )
+        array = tokens.astype(np.int64, copy=False)
+    else:
+        if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Iterable):
+            raise InvalidTokensError(
+                f"{what} must be a sequence of non-negative ints; got {type(tokens).__name__} {tokens!r:.80}"
+            )
+        items = list(tokens)
+        for index, token in enumerate(items):
+            if isinstance(token, bool) or not isinstance(token, (int, np.integer)):
+                raise InvalidTokensError(
+                    f"{what}[{index}] = {token!r:.40} is not an int; token ids are non-negative ints"
+                )
+        array = np.asarray(items, dtype=np.int64)
+    if array.size and int(array.min()) < 0:
+        index = int(np.argmax(array < 0))
+        raise InvalidTokensError(
+            f"{what}[{index}] = {int(array[index])} is negative; token ids are non-negative ints"
+        )
+    if array.size and int(array.max()) > np.iinfo(np.int32).max:
+        index = int(np.argmax(array > np.iinfo(np.int32).max))
+        raise InvalidTokensError(
+            f"{what}[{index}] = {int(array[index])} is larger than {np.iinfo(np.int32).max}, "
+            "the largest token id specplug stores"
+        )
+    return array
+
+
+def _check_max_tokens(max_tokens: object) -> int:
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)):
+        raise InvalidOptionError(f"max_tokens = {max_tokens!r} is not an int; it must be an int >= 1")
+    if max_tokens < 1:
+        raise InvalidOptionError(f"max_tokens = {max_tokens} is not valid; it must be an int >= 1")
+    return operator.index(max_tokens)
+
+
+class Proposer(abc.ABC):
+    """Base class of every proposer: lifecycle checks here, drafting in subclasses.
+
+    Subclasses implement ``_start(rid, prompt)``, ``_propose(rid, max_tokens) -> Draft``,
+    ``_extend(rid, tokens)`` and ``_stop(rid)`` over validated int64 arrays, and may
+    override ``_observe(rid, draft, accepted)`` to learn from acceptance.
+    """
+
+    #: the method name, shown in ``Draft.source``
+    name: str = "proposer"
+
+    def __init__(self) -> None:
+        # request id -> the last draft proposed and not yet resolved by extend()
+        self._pending: dict[RequestId, Draft | None] = {}
+
+    # ------------------------------------------------------------------ public API
+    def start(self, request_id: RequestId, prompt_ids: Sequence[int] | np.ndarray) -> None:
+        """Begin a request with its prompt token ids."""
+        self._check_id(request_id)
+        if request_id in self._pending:
+            raise RequestStateError(
+                f"request {request_id!r} is already started; stop() it before starting it again"
+            )
+        prompt = as_token_array(prompt_ids, "prompt_ids")
+        self._start(request_id, prompt)
+        self._pending[request_id] = None
+
+    def propose(self, request_id: RequestId, max_tokens: int) -> Draft:
+        """Draft at most ``max_tokens`` tokens to follow the request's tokens so far."""
+        self._check_live(request_id, "propose")
+        limit = _check_max_tokens(max_tokens)
+        draft = self._propose(request_id, limit)
+        self._pending[request_id] = draft
+        return draft
+
+    def extend(self, request_id: RequestId, token_ids: Sequence[int] | np.ndarray) -> int:
+        """Append verified tokens; return how many of the last draft they accepted.
+
+        ``token_ids`` is the accepted draft prefix followed by the target's own next
+        token, so acceptance is the length of the common prefix with the last draft.
+        """
+        self._check_live(request_id, "extend")
+        tokens = as_token_array(token_ids)
+        draft = self._pending[request_id]
+        accepted = 0
+        if draft is not None and draft.tokens:
+            limit = min(len(draft.tokens), len(tokens))
+            while accepted < limit and draft.tokens[accepted] == tokens[accepted]:
+                accepted += 1
+        self._pending[request_id] = None
+        self._extend(request_id, tokens)
+        if draft is not None:
+            self._observe(request_id, draft, accepted)
+        return accepted
+
+    def stop(self, request_id: RequestId) -> None:
+        """End a request and free all of its state."""
+        self._check_live(request_id, "stop")
+        del self._pending[request_id]
+        self._stop(request_id)
+
+    def propose_batch(self, requests: Iterable[tuple[RequestId, int]]) -> list[Draft]:
+        """Draft for several requests at once: ``[(request_id, max_tokens), ...]``.
+
+        All requests are checked before any is drafted, so a bad entry changes nothing.
+        """
+        items = list(requests)
+        for request_id, max_tokens in items:
+            self._check_live(request_id, "propose")
+            _check_max_tokens(max_tokens)
+        return [self.propose(request_id, max_tokens) for request_id, max_tokens in items]
+
+    def extend_batch(self, updates: Iterable[tuple[RequestId, Sequence[int]]]) -> list[int]:
+        """Append verified tokens to several requests: ``[(request_id, token_ids), ...]``."""
+        items = [(request_id, tokens) for request_id, tokens in updates]
+        for request_id, tokens in items:
+            self._check_live(request_id, "extend")
+            as_token_array(tokens)
+        return [self.extend(request_id, tokens) for request_id, tokens in items]
+
+    def active_requests(self) -> list[RequestId]:
+        """Ids of the requests started and not yet stopped."""
+        return list(self._pending)
+
+    def __contains__(self, request_id: object) -> bool:
+        return request_id in self._pending
+
+    # ------------------------------------------------------------- subclass hooks
+    @abc.abstractmethod
+    def _start(self, request_id: RequestId, prompt: np.ndarray) -> None: ...
+
+    @abc.abstractmethod
+    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft: ...
+
+    @abc.abstractmethod
+    def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None: ...
+
+    @abc.abstractmethod
+    def _stop(self, request_id: RequestId) -> None: ...
+
+    def _observe(self, request_id: RequestId, draft: Draft, accepted: int) -> None:
+        """Called after ``extend`` with the last draft and how many of its tokens were accepted."""
+
+    # -------------------------------------------------------------------- checks
+    @staticmethod
+    def _check_id(request_id: object) -> None:
+        try:
+            hash(request_id)
+        except TypeError:
+            raise RequestStateError(
+                f"request_id {request_id!r:.60} is not hashable; use a str or an int"
+            ) from None
+
+    def _check_live(self, request_id: RequestId, action: str) -> None:
+        self._check_id(request_id)
+        if request_id not in self._pending:
+            raise RequestStateError(
+                f"{action}() for request {request_id!r}, which is not started (or already stopped); "
+                f"call start({request_id!r}, prompt_ids) first"
+            )
+
+    def empty_draft(self) -> Draft:
+        """An empty draft from this proposer."""
+        return Draft((), self.name, 0.0)

@@ -1,0 +1,5 @@
+"""The marker that plugin functions carry."""
+
+import pluggy
+
+hookimpl = pluggy.HookimplMarker("specplug")

@@ -1,0 +1,57 @@
+"""Hook specifications of specplug: what a plugin may implement.
+
+A plugin is a module or object with functions named like the hooks below, each
+decorated with :data:`specplug.hookimpl`, published under the entry-point group
+``specplug``::
+
+    [project.entry-points.specplug]
+    myplugin = "mypackage.specplug_plugin"
+
+Every hook is called for every registered plugin (none is first-result).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    import typer
+
+    from specplug._registry import MethodRegistrar
+
+hookspec = pluggy.HookspecMarker("specplug")
+
+# --------------------------------------------------------------------------- methods
+
+
+@hookspec
+def specplug_register_methods(registrar: MethodRegistrar) -> None:
+    """Register proposer methods.
+
+    Called once per plugin manager, when the catalog of methods is first needed
+    (``specplug.methods()``, ``specplug.create()`` or the CLI), never at import time.
+
+    :param registrar: call ``registrar.add(name, factory, options=Model, summary=...)``
+        for each method. ``factory`` receives a validated instance of the pydantic
+        ``options`` model and returns a :class:`specplug.Proposer`. The registrar rejects
+        invalid names and a name that another plugin already registered.
+    :return: nothing; results are ignored (all implementations are called).
+    """
+
+
+# ------------------------------------------------------------------------------- CLI
+
+
+@hookspec
+def specplug_add_commands(app: typer.Typer) -> None:
+    """Add sub-commands to the ``specplug`` command line.
+
+    Called once when the CLI starts, after the built-in commands exist.
+
+    :param app: the root ``typer.Typer``; add commands with ``@app.command()`` or
+        groups with ``app.add_typer(...)``. A name that is already taken is an error
+        reported by the CLI at start-up.
+    :return: nothing; results are ignored (all implementations are called).
+    """
