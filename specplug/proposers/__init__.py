@@ -1,0 +1,1 @@
+"""Built-in proposers. Each module is a plugin that registers its methods."""

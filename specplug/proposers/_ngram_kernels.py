@@ -1,0 +1,99 @@
+"""Numba kernels of the n-gram index: one open-addressing table per n.
+
+Why this is fast: a step appends a token and inserts one n-gram per n (O(max_n - min_n + 1)
+hash probes), and a lookup probes each table once, so the cost of a step does not grow with
+the history. Why it is small: a table slot holds only the *end position* of the most recent
+occurrence (int32); the key is never stored, it is re-read from the token array when a probe
+needs to compare, so a slot costs 4 bytes (8 with hit counts).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+EMPTY = -1
+#: tables grow (and are rebuilt from the tokens) before their load exceeds this
+MAX_LOAD = 0.75
+
+
+@njit(cache=True, inline="always")
+def _hash(tokens, end, n):
+    # FNV-1a over the n tokens ending at `end`, then a final avalanche; int64 wraps.
+    h = np.int64(-3750763034362895579)
+    for i in range(end - n + 1, end + 1):
+        h = (h ^ np.int64(tokens[i])) * np.int64(1099511628211)
+    h ^= h >> 29
+    h *= np.int64(-4658895280553007687)
+    h ^= h >> 32
+    return h
+
+
+@njit(cache=True, inline="always")
+def _same(tokens, a, b, n):
+    for k in range(n):
+        if tokens[a - k] != tokens[b - k]:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _slot(tokens, row, mask, end, n):
+    """Slot of the n-gram ending at `end` in `row`: its entry, or the empty slot to fill."""
+    index = _hash(tokens, end, n) & mask
+    while True:
+        stored = row[index]
+        if stored == EMPTY or _same(tokens, stored, end, n):
+            return index
+        index = (index + 1) & mask
+
+
+@njit(cache=True)
+def ngram_append(tokens, length, new_tokens, positions, counts, used, min_n):
+    """Write `new_tokens` after `length` tokens and index every n-gram that gains a continuation.
+
+    Once token i is written, the n-gram ending at i - 1 has a continuation, so that is the
+    one inserted: the tables hold exactly the n-grams ending at <= length - 2. Returns the
+    new length. The caller guarantees room in `tokens` and in the tables.
+    """
+    mask = positions.shape[1] - 1
+    count_hits = counts.shape[1] > 0
+    for token in new_tokens:
+        tokens[length] = token
+        end = length - 1
+        for row in range(positions.shape[0]):
+            n = min_n + row
+            if end - n + 1 < 0:
+                break
+            slot = _slot(tokens, positions[row], mask, end, n)
+            if positions[row, slot] == EMPTY:
+                used[row] += 1
+            positions[row, slot] = end
+            if count_hits:
+                counts[row, slot] += 1
+        length += 1
+    return length
+
+
+@njit(cache=True)
+def ngram_lookup(tokens, length, positions, counts, min_n, min_hits):
+    """Start of the continuation of the longest suffix n-gram seen before, or -1.
+
+    Tries n from the largest down; the first n whose last n tokens occurred earlier (at least
+    `min_hits` times when hits are counted) wins, and its most recent occurrence is used.
+    """
+    mask = positions.shape[1] - 1
+    count_hits = counts.shape[1] > 0
+    end = length - 1
+    for row in range(positions.shape[0] - 1, -1, -1):
+        n = min_n + row
+        if end - n < 0:  # the suffix itself plus at least one earlier end position
+            continue
+        slot = _slot(tokens, positions[row], mask, end, n)
+        stored = positions[row, slot]
+        if stored == EMPTY:
+            continue
+        if count_hits and counts[row, slot] < min_hits:
+            continue
+        return stored + 1
+    return -1

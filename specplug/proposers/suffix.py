@@ -1,0 +1,1 @@
+"""placeholder while the suffix proposer is written"""
