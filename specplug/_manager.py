@@ -25,6 +25,7 @@ BLOCK_ENV = "SPECPLUG_BLOCK_PLUGINS"
 BUILTIN_PLUGINS: dict[str, str] = {
     "specplug.ngram": "specplug.proposers.ngram",
     "specplug.suffix": "specplug.proposers.suffix",
+    "specplug.cost": "specplug.cost._presets",
 }
 
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import typer
 
     from specplug._registry import MethodRegistrar
+    from specplug.cost import CostModelRegistrar
 
 hookspec = pluggy.HookspecMarker("specplug")
 
@@ -37,6 +38,26 @@ def specplug_register_methods(registrar: MethodRegistrar) -> None:
         for each method. ``factory`` receives a validated instance of the pydantic
         ``options`` model and returns a :class:`specplug.Proposer`. The registrar rejects
         invalid names and a name that another plugin already registered.
+    :return: nothing; results are ignored (all implementations are called).
+    """
+
+
+# ------------------------------------------------------------------------- cost models
+
+
+@hookspec
+def specplug_register_cost_models(registrar: CostModelRegistrar) -> None:
+    """Register named cost models (presets for a model on a piece of hardware).
+
+    Called once per plugin manager, the first time a cost model is looked up by name
+    (``specplug.cost.cost_model(name)``, ``specplug.cost.cost_models()``, the ``adaptive``
+    method's ``cost`` option, ``specplug bench --cost``), never at import time.
+
+    :param registrar: call ``registrar.add(name, model, summary=...)`` for each preset;
+        ``model`` is a :class:`specplug.cost.CostModel` (for example a
+        ``LinearCostModel``) or the path of a TOML cost-model file, which is read and
+        validated at once. The registrar rejects invalid names, objects that are not
+        cost models, and a name that another plugin already registered.
     :return: nothing; results are ignored (all implementations are called).
     """
 

@@ -1,0 +1,1 @@
+"""Trace replay and benchmark: replays recorded requests against proposers and reports goodput."""

@@ -1,0 +1,1 @@
+"""Data files shipped with specplug: cost-model presets and benchmark traces."""

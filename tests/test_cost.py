@@ -1,0 +1,165 @@
+"""Cost models: the H100 preset's numbers, file validation, the registration hook."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import specplug
+from specplug import _catalog
+from specplug._manager import build_plugin_manager
+from specplug.cost import (
+    CostModelError,
+    CostModelRegistrar,
+    LinearCostModel,
+    cost_model,
+    cost_models,
+    dump_cost_model,
+    load_cost_model,
+    plain_step_time,
+    spec_step_time,
+)
+from specplug.cost._registry import collect
+
+GOOD = """\
+name = "toy"
+step_overhead = 0.001
+
+[verify]
+per_kv_token = 1e-8
+per_batched_token = 2e-5
+fixed = 0.005
+
+[draft.neural]
+per_draft_token = 1e-6
+fixed = 0.002
+
+[draft.lookup]
+verify_fraction = 0.01
+"""
+
+
+def test_h100_preset_has_the_published_coefficients():
+    model = cost_model("llama-3.1-8b-h100")
+    assert math.isclose(model.verify.per_kv_token, 3.93e-8, rel_tol=0.01)
+    assert math.isclose(model.verify.per_batched_token, 2.10e-5, rel_tol=0.01)
+    assert math.isclose(model.verify.fixed, 5.89e-3, rel_tol=0.01)
+    assert math.isclose(model.draft.neural.per_kv_token, 2.38e-9, rel_tol=0.01)
+    assert math.isclose(model.draft.neural.per_draft_token, 8.41e-7, rel_tol=0.01)
+    assert math.isclose(model.draft.neural.fixed, 2.14e-3, rel_tol=0.01)
+    assert math.isclose(model.draft.lookup.verify_fraction, 0.0059, rel_tol=0.01)
+    assert math.isclose(model.step_overhead(), 1.21e-3, rel_tol=0.01)
+
+
+def test_step_times_follow_the_linear_formula():
+    model = cost_model("llama-3.1-8b-h100")
+    # batch 8, 500 tokens each, 3 drafted tokens: 32 batched tokens, 4000 KV tokens
+    verify = 3.92645679e-8 * 4000 + 2.10103129e-5 * 32 + 5.88590713e-3
+    neural = 2.37768493e-9 * 4000 + 8.41429603e-7 * 24 + 2.13526175e-3
+    expected = verify + neural + 0.005875 * verify + 1.20683946e-3
+    assert math.isclose(spec_step_time(model, 8, 500, 3, ["neural", "lookup"]), expected, rel_tol=1e-12)
+    assert math.isclose(plain_step_time(model, 8, 500), model.verify_time(8, 4000) + 1.20683946e-3)
+    # speculation costs more per step at large batch than at batch 1 (relative to plain)
+    ratio_1 = spec_step_time(model, 1, 500, 3, ["neural"]) / plain_step_time(model, 1, 500)
+    ratio_128 = spec_step_time(model, 128, 500, 3, ["neural"]) / plain_step_time(model, 128, 500)
+    assert ratio_128 > ratio_1
+
+
+def test_file_round_trip(tmp_path):
+    path = tmp_path / "toy.toml"
+    path.write_text(GOOD)
+    model = load_cost_model(path)
+    assert model.name == "toy" and model.draft.lookup.verify_fraction == 0.01
+    again = tmp_path / "again.toml"
+    again.write_text(dump_cost_model(model))
+    assert load_cost_model(again) == model
+    assert cost_model(str(path)) == model
+
+
+def test_negative_coefficient_names_file_line_and_field(tmp_path):
+    path = tmp_path / "neg.toml"
+    path.write_text(GOOD.replace("per_batched_token = 2e-5", "per_batched_token = -2e-5"))
+    with pytest.raises(CostModelError) as info:
+        load_cost_model(path)
+    message = str(info.value)
+    assert f"{path}:6:" in message
+    assert "verify.per_batched_token" in message
+    assert "greater than or equal to 0" in message
+
+
+def test_missing_coefficient_names_its_table(tmp_path):
+    path = tmp_path / "missing.toml"
+    path.write_text(GOOD.replace("fixed = 0.005\n", ""))
+    with pytest.raises(CostModelError, match=rf"{path}:4: field verify.fixed is missing"):
+        load_cost_model(path)
+
+
+def test_missing_draft_kind_and_empty_draft_table(tmp_path):
+    path = tmp_path / "nolookup.toml"
+    path.write_text(GOOD.split("[draft.lookup]")[0])
+    with pytest.raises(CostModelError, match=r"field draft.lookup is missing"):
+        load_cost_model(path)
+    path.write_text(GOOD.replace("verify_fraction = 0.01\n", ""))
+    with pytest.raises(CostModelError, match=rf"{path}:13: field draft.lookup = .*no coefficient given"):
+        load_cost_model(path)
+
+
+def test_unknown_field_and_bad_toml(tmp_path):
+    path = tmp_path / "extra.toml"
+    path.write_text(GOOD.replace("fixed = 0.005", "fixed = 0.005\nfixd = 1"))
+    with pytest.raises(CostModelError, match=rf"{path}:8: field verify.fixd is not known"):
+        load_cost_model(path)
+    path.write_text("name = \n")
+    with pytest.raises(CostModelError, match="not valid TOML.*line 1"):
+        load_cost_model(path)
+    with pytest.raises(CostModelError, match="cannot read cost model file"):
+        load_cost_model(tmp_path / "absent.toml")
+
+
+def test_unknown_name_lists_the_presets():
+    with pytest.raises(CostModelError, match=r"unknown cost model 'h200'; valid names: .*llama-3.1-8b-h100"):
+        cost_model("h200")
+    with pytest.raises(CostModelError, match="no draft kind 'tree'"):
+        cost_model("llama-3.1-8b-h100").draft_time("tree", 1, 1, 1.0)
+
+
+class _Plugin:
+    """An in-test plugin that registers one cost model through the hook."""
+
+    @specplug.hookimpl
+    def specplug_register_cost_models(self, registrar):
+        registrar.add(
+            "toy-gpu",
+            LinearCostModel.model_validate(
+                {
+                    "name": "toy-gpu",
+                    "verify": {"per_kv_token": 0, "per_batched_token": 1e-5, "fixed": 1e-3},
+                    "draft": {"lookup": {"fixed": 0}, "neural": {"fixed": 5e-4}},
+                }
+            ),
+            summary="a toy accelerator",
+        )
+
+
+def test_register_cost_models_hook_adds_a_named_model():
+    manager = build_plugin_manager(entry_points=False, extra_plugins={"toy": _Plugin()})
+    specs = collect(manager)
+    assert {"llama-3.1-8b-h100", "toy-gpu"} <= set(specs)
+    assert specs["toy-gpu"].model.verify_time(10, 0) == pytest.approx(1.1e-3)
+
+
+def test_register_cost_models_hook_rejects_duplicates_and_non_models():
+    registrar = CostModelRegistrar()
+    registrar.add("a", cost_model("llama-3.1-8b-h100"), summary="x")
+    with pytest.raises(specplug.DuplicateNameError, match="registered twice"):
+        registrar.add("a", cost_model("llama-3.1-8b-h100"), summary="x")
+    with pytest.raises(CostModelError, match="has no verify_time"):
+        registrar.add("b", object(), summary="x")
+    with pytest.raises(CostModelError, match="name 'Bad Name' is not valid"):
+        registrar.add("Bad Name", cost_model("llama-3.1-8b-h100"), summary="x")
+
+
+def test_cost_models_lists_presets(fresh_catalog):
+    assert "llama-3.1-8b-h100" in cost_models()
+    _catalog.reset()
