@@ -53,3 +53,54 @@ def test_ngram_fast_equals_reference_token_by_token(options, prompt, steps):
         assert fast.propose("r", 16).tokens == reference.propose("r", 16).tokens
         fast.extend("r", [token])
         reference.extend("r", [token])
+
+
+suffix_options = st.fixed_dictionaries(
+    {
+        "max_depth": st.integers(2, 12),
+        "min_match": st.integers(1, 2),
+        "max_candidates": st.integers(1, 8),
+        "max_tokens": st.integers(1, 12),
+        "max_spec_factor": st.sampled_from([0.5, 1.0, 2.0]),
+        "max_spec_offset": st.sampled_from([0.0, 1.0, 3.0]),
+        "min_token_prob": st.sampled_from([0.0, 0.1, 0.5]),
+        "global_cache": st.booleans(),
+        "max_cached_requests": st.integers(0, 4),
+        # 4096 bytes = 128 token slots: eviction by size happens within a test
+        "max_cache_bytes": st.sampled_from([4096, 8192, 1 << 20]),
+    }
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(options=suffix_options, ops=schedules(requests=4))
+def test_suffix_fast_equals_reference_interleaved(options, ops):
+    fast = specplug.create("suffix", **options)
+    reference = specplug.create("suffix", implementation="reference", **options)
+    assert _run(fast, ops) == _run(reference, ops)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    options=suffix_options,
+    outputs=st.lists(repetitive_tokens(min_size=1, max_size=120), min_size=1, max_size=12),
+    prompt=repetitive_tokens(max_size=40),
+)
+def test_suffix_global_cache_equals_reference_across_evictions(options, outputs, prompt):
+    fast = specplug.create("suffix", **options)
+    reference = specplug.create("suffix", implementation="reference", **options)
+    for number, output in enumerate(outputs):
+        for proposer in (fast, reference):
+            proposer.start(number, [])
+            proposer.extend(number, output)
+            proposer.stop(number)
+        assert fast.cache.nbytes() <= options["max_cache_bytes"]
+        fast.start("probe", prompt)
+        reference.start("probe", prompt)
+        for token in output[:10]:
+            got, want = fast.propose("probe", 12), reference.propose("probe", 12)
+            assert got.tokens == want.tokens and round(got.score, 9) == round(want.score, 9)
+            fast.extend("probe", [token])
+            reference.extend("probe", [token])
+        fast.stop("probe")
+        reference.stop("probe")

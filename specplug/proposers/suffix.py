@@ -1,1 +1,212 @@
-"""placeholder while the suffix proposer is written"""
+"""``suffix``: suffix lookup over the request and over a cache of finished requests.
+
+Both sources are searched the same way: the occurrences of the context's last ``min_match``
+tokens (most recent first, at most ``max_candidates``) are extended backwards to find the
+longest match (at most ``max_depth`` tokens); the occurrences with that longest match vote
+token by token on the continuation, as in suffix decoding (arXiv 2411.04975): the most
+frequent token wins while the product of the winners' frequencies stays at or above
+``min_token_prob``, and the draft may grow to ``max_spec_factor * match + max_spec_offset``
+tokens. ``Draft.score`` is the expected number of accepted tokens (the sum of those
+products); the source with the higher score drafts (the request's own on a tie).
+
+The global cache keeps the outputs of finished requests (``stop``), bounded by
+``max_cached_requests`` and ``max_cache_bytes`` with the oldest evicted first, so spans that
+recur across requests (agent loops repeating tool calls) are drafted from earlier requests.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from specplug._contract import Draft, Proposer, RequestId
+from specplug._hookimpl import hookimpl
+from specplug._registry import MethodRegistrar
+from specplug.proposers._options import MethodOptions
+from specplug.proposers._suffix_index import GlobalCache, RequestIndex, cache_capacity
+
+__all__ = ["ReferenceSuffixProposer", "SuffixOptions", "SuffixProposer"]
+
+
+class SuffixOptions(MethodOptions):
+    max_depth: int = Field(32, ge=1, le=1024, description="longest suffix matched, in tokens")
+    min_match: int = Field(2, ge=1, le=64, description="shortest suffix that may draft (the lookup anchor)")
+    max_candidates: int = Field(32, ge=1, le=4096, description="most recent occurrences that vote")
+    max_tokens: int = Field(16, ge=1, le=1024, description="most tokens in one draft")
+    max_spec_factor: float = Field(1.0, ge=0, description="draft length may grow to this times the match length")
+    max_spec_offset: float = Field(0.0, description="... plus this many tokens")
+    min_token_prob: float = Field(0.1, ge=0, le=1, description="stop when a draft token's estimated probability falls below")
+    global_cache: bool = Field(True, description="also look up the outputs of finished requests")
+    max_cached_requests: int = Field(10_000, ge=0, description="finished requests kept in the global cache")
+    max_cache_bytes: int = Field(64 << 20, ge=4096, description="memory cap of the global cache")
+    implementation: str = Field("fast", pattern="^(fast|reference)$", description="fast (numba) or reference")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SuffixOptions:
+        if self.min_match > self.max_depth:
+            raise ValueError(
+                f"min_match = {self.min_match} is larger than max_depth = {self.max_depth}; need min_match <= max_depth"
+            )
+        return self
+
+
+class SuffixProposer(Proposer):
+    """The fast path: hash-chained suffix index in numba (see ``_suffix_kernels``).
+
+    >>> p = SuffixProposer(SuffixOptions())
+    >>> p.start("a", [1, 2, 3, 4, 5, 9, 1, 2])
+    >>> p.propose("a", 3).tokens
+    (3, 4)
+    """
+
+    name = "suffix"
+
+    def __init__(self, options: SuffixOptions) -> None:
+        super().__init__()
+        self.options = options
+        self._requests: dict[RequestId, RequestIndex] = {}
+        self.cache = GlobalCache(options.max_cached_requests, options.max_cache_bytes, options.min_match)
+        self._out = np.empty(options.max_tokens, dtype=np.int32)
+
+    def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
+        self._requests[request_id] = RequestIndex(prompt, self.options.min_match)
+
+    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
+        index = self._requests[request_id]
+        limit = min(max_tokens, self.options.max_tokens)
+        query = index.tail(self.options.max_depth)
+        count, score, _ = index.ring.draft(query, self.options, limit, self._out)
+        tokens = tuple(self._out[:count].tolist())
+        if self.options.global_cache:
+            count, cached_score, _ = self.cache.draft(query, self.options, limit, self._out)
+            if cached_score > score:
+                tokens, score = tuple(self._out[:count].tolist()), cached_score
+        return Draft(tokens, self.name, score)
+
+    def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
+        self._requests[request_id].append(tokens)
+
+    def _stop(self, request_id: RequestId) -> None:
+        index = self._requests.pop(request_id)
+        if self.options.global_cache:
+            self.cache.add(index.output())
+
+    def state_nbytes(self, request_id: RequestId) -> int:
+        """Bytes held for one request (its ring, chains and head table)."""
+        return self._requests[request_id].nbytes()
+
+
+# --------------------------------------------------------------------------- reference
+
+
+def _reference_draft(
+    history: Sequence[Sequence[int]], query: list[int], options: SuffixOptions, max_tokens: int
+) -> tuple[tuple[int, ...], float]:
+    """The same rule as the kernel, by brute force over ``history`` (oldest sequence first)."""
+    a = options.min_match
+    if len(query) < a:
+        return (), 0.0
+    anchor = query[-a:]
+    candidates: list[tuple[int, list[int]]] = []  # (match length, continuation), most recent first
+    for sequence in reversed(history):
+        for e in range(len(sequence) - 2, a - 2, -1):
+            if list(sequence[e - a + 1 : e + 1]) != anchor:
+                continue
+            m = 0
+            while m < min(options.max_depth, len(query)) and e - m >= 0 and sequence[e - m] == query[-1 - m]:
+                m += 1
+            candidates.append((m, list(sequence[e + 1 :])))
+            if len(candidates) == options.max_candidates:
+                break
+        if len(candidates) == options.max_candidates:
+            break
+    if not candidates:
+        return (), 0.0
+    best = max(m for m, _ in candidates)
+    alive = [continuation for m, continuation in candidates if m == best]
+    budget = min(max_tokens, math.floor(options.max_spec_factor * best + options.max_spec_offset))
+    drafted: list[int] = []
+    score, cumulative = 0.0, 1.0
+    for d in range(budget):
+        counts: dict[int, int] = {}
+        for continuation in alive:  # insertion order = recency, which breaks ties
+            if len(continuation) > d:
+                counts[continuation[d]] = counts.get(continuation[d], 0) + 1
+        if not counts:
+            break
+        token = max(counts, key=lambda t: counts[t])  # first of the most frequent
+        cumulative *= counts[token] / len(alive)
+        if cumulative < options.min_token_prob:
+            break
+        drafted.append(token)
+        score += cumulative
+        alive = [c for c in alive if len(c) > d and c[d] == token]
+    return tuple(drafted), score
+
+
+class ReferenceSuffixProposer(Proposer):
+    """The reference: brute-force scans of the request and of the cached outputs."""
+
+    name = "suffix"
+
+    def __init__(self, options: SuffixOptions) -> None:
+        super().__init__()
+        self.options = options
+        self._tokens: dict[RequestId, list[int]] = {}
+        self._prompt_length: dict[RequestId, int] = {}
+        self._cache: deque[list[int]] = deque()
+        self._capacity = cache_capacity(options.max_cache_bytes)
+
+    def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
+        self._tokens[request_id] = prompt.tolist()
+        self._prompt_length[request_id] = len(prompt)
+
+    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
+        tokens = self._tokens[request_id]
+        limit = min(max_tokens, self.options.max_tokens)
+        query = tokens[-self.options.max_depth :]
+        drafted, score = _reference_draft([tokens], query, self.options, limit)
+        if self.options.global_cache:
+            cached, cached_score = _reference_draft(list(self._cache), query, self.options, limit)
+            if cached_score > score:
+                drafted, score = cached, cached_score
+        return Draft(drafted, self.name, score)
+
+    def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
+        self._tokens[request_id].extend(tokens.tolist())
+
+    def _stop(self, request_id: RequestId) -> None:
+        output = self._tokens.pop(request_id)[self._prompt_length.pop(request_id) :]
+        if not self.options.global_cache or not output or self.options.max_cached_requests == 0 or self._capacity < 2:
+            return
+        output = output[-(self._capacity - 1) :]
+        while self._cache and (
+            len(self._cache) + 1 > self.options.max_cached_requests
+            or sum(len(s) + 1 for s in self._cache) + len(output) + 1 > self._capacity
+        ):
+            self._cache.popleft()
+        self._cache.append(output)
+
+    def state_nbytes(self, request_id: RequestId) -> int:
+        return 8 * len(self._tokens[request_id])
+
+
+def _create(options: SuffixOptions) -> Proposer:
+    if options.implementation == "reference":
+        return ReferenceSuffixProposer(options)
+    return SuffixProposer(options)
+
+
+@hookimpl
+def specplug_register_methods(registrar: MethodRegistrar) -> None:
+    registrar.add(
+        "suffix",
+        _create,
+        options=SuffixOptions,
+        summary="suffix decoding: frequency-scored continuations of the longest match in the request "
+        "and in a bounded cache of finished requests",
+    )

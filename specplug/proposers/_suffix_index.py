@@ -1,0 +1,141 @@
+"""Python side of the suffix index: capacity, growth, eviction and the global cache."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from specplug.proposers import _suffix_kernels as kernels
+
+__all__ = ["BYTES_PER_SLOT", "GlobalCache", "RequestIndex", "cache_capacity"]
+
+#: bytes of one ring slot: the token (int32), its chain distance (int32) and two head slots (int64)
+BYTES_PER_SLOT = 4 + 4 + 2 * 8
+
+
+def cache_capacity(max_cache_bytes: int) -> int:
+    """Token slots of a global cache within ``max_cache_bytes``: the largest power of two that fits.
+
+    >>> cache_capacity(24 * 1024)
+    1024
+    """
+    slots = max_cache_bytes // BYTES_PER_SLOT
+    return 1 << (slots.bit_length() - 1) if slots else 0
+
+
+class _Ring:
+    """The arrays of one index and the operations that keep them consistent."""
+
+    __slots__ = ("anchor", "head", "prev", "state", "tokens")
+
+    def __init__(self, capacity: int, anchor: int) -> None:
+        self.anchor = anchor
+        self.tokens = np.full(capacity, kernels.SEP, dtype=np.int32)
+        self.prev = np.zeros(capacity, dtype=np.int32)
+        self.head = np.full(2 * capacity, kernels.EMPTY, dtype=np.int64)
+        self.state = np.zeros(3, dtype=np.int64)
+
+    @property
+    def live(self) -> int:
+        return int(self.state[kernels.END] - self.state[kernels.START])
+
+    def nbytes(self) -> int:
+        return self.tokens.nbytes + self.prev.nbytes + self.head.nbytes + self.state.nbytes
+
+    def resize(self, capacity: int) -> None:
+        """Move the live window into arrays of ``capacity`` slots and re-index it."""
+        start, end = int(self.state[kernels.START]), int(self.state[kernels.END])
+        positions = np.arange(start, end, dtype=np.int64)
+        old = self.tokens[positions & (len(self.tokens) - 1)]
+        self.tokens = np.full(capacity, kernels.SEP, dtype=np.int32)
+        self.tokens[positions & (capacity - 1)] = old
+        self.prev = np.zeros(capacity, dtype=np.int32)
+        self.head = np.full(2 * capacity, kernels.EMPTY, dtype=np.int64)
+        kernels.rebuild(self.tokens, self.prev, self.head, self.state, self.anchor)
+
+    def append(self, tokens: np.ndarray, separator: bool = False) -> None:
+        """Append (the caller made room in the ring); sweep stale head slots first if needed."""
+        if self.state[kernels.USED] + len(tokens) > kernels.MAX_LOAD * len(self.head):
+            kernels.rebuild(self.tokens, self.prev, self.head, self.state, self.anchor)
+        kernels.append(self.tokens, self.prev, self.head, self.state, tokens, self.anchor, separator)
+
+    def draft(self, query: np.ndarray, options, max_tokens: int, out: np.ndarray) -> tuple[int, float, int]:
+        return kernels.draft(
+            self.tokens, self.prev, self.head, self.state, query, len(query), self.anchor,
+            options.max_depth, options.max_candidates, max_tokens,
+            options.max_spec_factor, options.max_spec_offset, options.min_token_prob, out,
+        )
+
+
+class RequestIndex:
+    """One request's tokens (never evicted; the ring doubles as it fills)."""
+
+    __slots__ = ("prompt_length", "ring")
+
+    def __init__(self, prompt: np.ndarray, anchor: int) -> None:
+        capacity = 1 << max(6, int(len(prompt) + 64).bit_length())
+        self.ring = _Ring(capacity, anchor)
+        self.prompt_length = len(prompt)
+        self.ring.append(prompt)
+
+    def append(self, tokens: np.ndarray) -> None:
+        needed = self.ring.live + len(tokens)
+        if needed > len(self.ring.tokens):
+            self.ring.resize(1 << (needed - 1).bit_length())
+        self.ring.append(tokens)
+
+    def tail(self, count: int) -> np.ndarray:
+        """The last ``count`` tokens (the ring never wraps: start is 0 and it grows instead)."""
+        end = int(self.ring.state[kernels.END])
+        return self.ring.tokens[max(0, end - count) : end]
+
+    def output(self) -> np.ndarray:
+        end = int(self.ring.state[kernels.END])
+        return self.ring.tokens[self.prompt_length : end]
+
+    def nbytes(self) -> int:
+        return self.ring.nbytes()
+
+
+class GlobalCache:
+    """Outputs of finished requests, shared by all requests of one proposer.
+
+    Bounded by a request count and by a byte cap (converted to token slots by
+    :func:`cache_capacity`); the oldest requests are evicted first. Each cached sequence
+    takes its length plus one separator slot; a longer one than fits keeps its tail.
+    """
+
+    def __init__(self, max_requests: int, max_bytes: int, anchor: int) -> None:
+        self.capacity = cache_capacity(max_bytes)
+        self.max_bytes = max_bytes
+        self.max_requests = max_requests
+        self._ring = _Ring(min(self.capacity, 1024), anchor)
+        self._ends: deque[int] = deque()  # global end (exclusive, after SEP) of each cached sequence
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    @property
+    def tokens(self) -> int:
+        return self._ring.live
+
+    def nbytes(self) -> int:
+        return self._ring.nbytes()
+
+    def add(self, sequence: np.ndarray) -> None:
+        if len(sequence) == 0 or self.max_requests == 0 or self.capacity < 2:
+            return
+        sequence = sequence[-(self.capacity - 1) :]
+        need = len(sequence) + 1
+        while self._ends and (len(self._ends) + 1 > self.max_requests or self._ring.live + need > self.capacity):
+            self._ring.state[kernels.START] = self._ends.popleft()
+        if self._ring.live + need > len(self._ring.tokens):
+            self._ring.resize(min(self.capacity, 1 << (self._ring.live + need - 1).bit_length()))
+        self._ring.append(sequence, separator=True)
+        self._ends.append(int(self._ring.state[kernels.END]))
+
+    def draft(self, query: np.ndarray, options, max_tokens: int, out: np.ndarray) -> tuple[int, float, int]:
+        if not self._ends:
+            return 0, 0.0, 0
+        return self._ring.draft(query, options, max_tokens, out)

@@ -1,0 +1,245 @@
+"""Numba kernels of the suffix index: a ring of tokens with hash-chained anchor occurrences.
+
+Layout (one index per request, and one for the global cache of finished requests):
+
+- ``tokens[g & mask]``: the token at global position ``g``; ``SEP`` ends a cached sequence.
+- ``prev[g & mask]``: distance from ``g`` back to the previous position whose anchor (the
+  ``a`` tokens ending there) is the same, 0 when none. A chain walk therefore visits the
+  occurrences of an anchor most recent first, and stops at the first evicted position.
+- ``head``: open-addressing table, anchor -> most recent global position (int64). Keys are
+  not stored: a probe compares tokens in the ring. Entries older than ``start`` are stale
+  and are skipped, reused, and swept by a rebuild once the table is three-quarters full.
+- ``state = [start, end, used, sequences]``: the live window ``[start, end)``, the occupied
+  head slots, and a spare counter.
+
+Why this is fast: a step inserts one anchor and walks at most ``max_candidates`` chain links,
+comparing at most ``max_depth`` tokens for each, so its cost does not grow with the history.
+Why it is small: 4 + 4 bytes a token in the ring plus 16 in a head table twice its size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+EMPTY = -1
+SEP = -1
+START, END, USED = 0, 1, 2
+MAX_LOAD = 0.75
+
+
+@njit(cache=True, inline="always")
+def _anchor_hash(tokens, mask, end, a):
+    h = np.int64(-3750763034362895579)
+    for k in range(a - 1, -1, -1):
+        h = (h ^ np.int64(tokens[(end - k) & mask])) * np.int64(1099511628211)
+    h ^= h >> 29
+    h *= np.int64(-4658895280553007687)
+    h ^= h >> 32
+    return h
+
+
+@njit(cache=True, inline="always")
+def _query_hash(query, q, a):
+    h = np.int64(-3750763034362895579)
+    for k in range(a - 1, -1, -1):
+        h = (h ^ np.int64(query[q - 1 - k])) * np.int64(1099511628211)
+    h ^= h >> 29
+    h *= np.int64(-4658895280553007687)
+    h ^= h >> 32
+    return h
+
+
+@njit(cache=True, inline="always")
+def _same_anchor(tokens, mask, x, y, a):
+    for k in range(a):
+        if tokens[(x - k) & mask] != tokens[(y - k) & mask]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _insert(tokens, prev, head, state, e, a):
+    """Index the anchor ending at global position ``e`` (its continuation exists)."""
+    mask = tokens.shape[0] - 1
+    hmask = head.shape[0] - 1
+    start = state[START]
+    slot = _anchor_hash(tokens, mask, e, a) & hmask
+    free = -1
+    while True:
+        stored = head[slot]
+        if stored == EMPTY:
+            break
+        if stored < start:
+            if free < 0:
+                free = slot
+        elif _same_anchor(tokens, mask, stored, e, a):
+            prev[e & mask] = e - stored
+            head[slot] = e
+            return
+        slot = (slot + 1) & hmask
+    prev[e & mask] = 0
+    if free >= 0:
+        head[free] = e
+    else:
+        head[slot] = e
+        state[USED] += 1
+
+
+@njit(cache=True, inline="always")
+def _indexable(tokens, mask, start, e, a):
+    if e - a + 1 < start:
+        return False
+    for k in range(a):
+        if tokens[(e - k) & mask] == SEP:
+            return False
+    return True
+
+
+@njit(cache=True)
+def append(tokens, prev, head, state, new_tokens, a, separator):
+    """Append ``new_tokens`` (then a SEP when ``separator``) and index new continuations.
+
+    The caller guarantees room: ``end - start + len(new_tokens) + separator <= len(tokens)``
+    and a head table below its load limit.
+    """
+    mask = tokens.shape[0] - 1
+    start = state[START]
+    for i in range(new_tokens.shape[0]):
+        g = state[END]
+        tokens[g & mask] = new_tokens[i]
+        if _indexable(tokens, mask, start, g - 1, a):
+            _insert(tokens, prev, head, state, g - 1, a)
+        state[END] = g + 1
+    if separator:
+        g = state[END]
+        tokens[g & mask] = SEP
+        prev[g & mask] = 0
+        state[END] = g + 1
+
+
+@njit(cache=True)
+def rebuild(tokens, prev, head, state, a):
+    """Re-index the live window from scratch (after growth, or to sweep stale head slots)."""
+    head[:] = EMPTY
+    state[USED] = 0
+    mask = tokens.shape[0] - 1
+    start = state[START]
+    for g in range(start + 1, state[END]):
+        if tokens[g & mask] != SEP and _indexable(tokens, mask, start, g - 1, a):
+            _insert(tokens, prev, head, state, g - 1, a)
+
+
+@njit(cache=True)
+def _find(tokens, head, state, query, q, a):
+    mask = tokens.shape[0] - 1
+    hmask = head.shape[0] - 1
+    start = state[START]
+    slot = _query_hash(query, q, a) & hmask
+    while True:
+        stored = head[slot]
+        if stored == EMPTY:
+            return -1
+        if stored >= start:
+            same = True
+            for k in range(a):
+                if tokens[(stored - k) & mask] != query[q - 1 - k]:
+                    same = False
+                    break
+            if same:
+                return stored
+        slot = (slot + 1) & hmask
+
+
+@njit(cache=True)
+def draft(tokens, prev, head, state, query, q, a, max_depth, max_candidates, max_tokens,
+          spec_factor, spec_offset, min_token_prob, out):
+    """Draft from the index for a context whose last ``q`` tokens are ``query[:q]``.
+
+    Among the ``max_candidates`` most recent occurrences of the context's last ``a`` tokens,
+    the ones with the longest match (at most ``max_depth``) vote, token by token, on the
+    continuation: the most frequent token wins (ties: the most recent occurrence), while the
+    product of the winners' frequencies stays >= ``min_token_prob``. At most
+    ``min(max_tokens, floor(spec_factor * match + spec_offset))`` tokens.
+    Returns (tokens written to ``out``, score = expected accepted tokens, match length).
+    """
+    if q < a:
+        return 0, 0.0, 0
+    mask = tokens.shape[0] - 1
+    start = state[START]
+    end = state[END]
+    ends = np.empty(max_candidates, dtype=np.int64)
+    lengths = np.empty(max_candidates, dtype=np.int64)
+    found = 0
+    best = 0
+    g = _find(tokens, head, state, query, q, a)
+    depth_cap = min(max_depth, q)
+    while g >= start and found < max_candidates:
+        m = 0
+        while m < depth_cap and g - m >= start:
+            t = tokens[(g - m) & mask]
+            if t == SEP or t != query[q - 1 - m]:
+                break
+            m += 1
+        ends[found] = g
+        lengths[found] = m
+        found += 1
+        if m > best:
+            best = m
+        step = prev[g & mask]
+        if step == 0:
+            break
+        g -= step
+    if found == 0:
+        return 0, 0.0, 0
+    budget = min(max_tokens, int(np.floor(spec_factor * best + spec_offset)))
+    alive = 0
+    for i in range(found):
+        if lengths[i] == best:
+            ends[alive] = ends[i]
+            alive += 1
+    n_out = 0
+    score = 0.0
+    cumulative = 1.0
+    for d in range(budget):
+        best_token = -1
+        best_count = 0
+        for i in range(alive):
+            gi = ends[i] + 1 + d
+            if gi >= end:
+                continue
+            ti = tokens[gi & mask]
+            if ti == SEP:
+                continue
+            seen = False
+            for j in range(i):
+                gj = ends[j] + 1 + d
+                if gj < end and tokens[gj & mask] == ti:
+                    seen = True
+                    break
+            if seen:
+                continue
+            count = 1
+            for j in range(i + 1, alive):
+                gj = ends[j] + 1 + d
+                if gj < end and tokens[gj & mask] == ti:
+                    count += 1
+            if count > best_count:
+                best_count = count
+                best_token = ti
+        if best_count == 0:
+            break
+        cumulative *= best_count / alive
+        if cumulative < min_token_prob:
+            break
+        out[n_out] = best_token
+        n_out += 1
+        score += cumulative
+        kept = 0
+        for i in range(alive):
+            gi = ends[i] + 1 + d
+            if gi < end and tokens[gi & mask] == best_token:
+                ends[kept] = ends[i]
+                kept += 1
+        alive = kept
+    return n_out, score, best
