@@ -26,6 +26,8 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "specplug.ngram": "specplug.proposers.ngram",
     "specplug.suffix": "specplug.proposers.suffix",
     "specplug.cost": "specplug.cost._presets",
+    "specplug.hybrid": "specplug.proposers.hybrid",
+    "specplug.adaptive": "specplug.proposers.adaptive",
 }
 
 

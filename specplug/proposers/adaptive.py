@@ -1,0 +1,207 @@
+"""``adaptive``: per step, the candidate and draft length that maximise expected tokens per second.
+
+For every candidate and every length ``k`` the expected accepted tokens are
+``E(k) = sum_{j<=k} prod_{i<=j} p_i``, where ``p_i`` is the probability that draft position
+``i`` is accepted given that the positions before it were. ``p_i`` is estimated online
+per request, per candidate and per position, shrunk towards the same estimate pooled over
+all requests (a new request starts from what earlier ones showed). The goodput of a choice
+is ``(1 + E(k)) / step_time(k)`` from the cost model at the current batch size; plain
+decoding (``1 / plain_step_time``) is always a choice, so the draft is empty whenever
+nothing beats it -- which is most steps at large batch, where verification stops being free.
+
+Lookups are cheap, so they always draft and their positions are scored against the
+verified tokens even when they were not chosen; a neural candidate is only called when it
+is chosen, and learns from the steps it drafted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from specplug._contract import Draft, Proposer, RequestId
+from specplug._errors import InvalidOptionError
+from specplug._hookimpl import hookimpl
+from specplug._registry import MethodRegistrar
+from specplug.cost import CostModel, cost_model, plain_step_time, spec_step_time
+from specplug.proposers._options import MethodOptions
+from specplug.proposers._parts import draft_kind, resolve_part
+
+__all__ = ["AdaptiveOptions", "AdaptiveProposer", "PositionStats"]
+
+
+class AdaptiveOptions(MethodOptions):
+    candidates: list[Proposer | str] = Field(min_length=1, description="proposers (or method names) to choose from")
+    cost: CostModel | str = Field("llama-3.1-8b-h100", description="cost model, preset name or .toml path")
+    batch_size: int = Field(1, ge=1, le=65536, description="requests the engine batches per step (set_batch_size() updates it)")
+    max_positions: int = Field(16, ge=1, le=256, description="draft positions tracked (longest draft considered)")
+    prior: float = Field(0.5, gt=0, lt=1, description="acceptance per position before any is observed")
+    prior_weight: float = Field(4.0, gt=0, description="observations the pooled estimate is worth for a new request")
+    min_gain: float = Field(0.0, ge=0, description="speculate only when goodput beats plain decoding by this share")
+
+    @field_validator("candidates", mode="before")
+    @classmethod
+    def _names(cls, value: object) -> object:
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, str) and item in ("adaptive",):
+                    raise ValueError("'adaptive' cannot be a candidate of itself")
+            objects = [id(item) for item in value if isinstance(item, Proposer)]
+            if len(set(objects)) != len(objects):
+                raise ValueError("the same proposer object is listed twice; pass one object per candidate")
+        return value
+
+
+@dataclass
+class PositionStats:
+    """Per-position counts: ``drafted[j]`` times position j+1 was reached, ``accepted[j]`` times it matched."""
+
+    drafted: np.ndarray
+    accepted: np.ndarray
+
+    @classmethod
+    def empty(cls, positions: int) -> PositionStats:
+        return cls(np.zeros(positions), np.zeros(positions))
+
+    def observe(self, draft: tuple[int, ...], truth: np.ndarray) -> None:
+        """Score ``draft`` against the verified tokens ``truth`` as far as they reach."""
+        for j in range(min(len(draft), len(truth), len(self.drafted))):
+            self.drafted[j] += 1
+            if draft[j] != truth[j]:
+                return
+            self.accepted[j] += 1
+
+
+@dataclass
+class _Request:
+    stats: list[PositionStats]
+    drafts: list[tuple[int, ...]] = field(default_factory=list)  # each candidate's last draft, () if none
+    length: int = 0  # tokens so far (prompt + output), the request's KV footprint
+
+
+class AdaptiveProposer(Proposer):
+    """Goodput-maximising choice of candidate and draft length, empty when plain decoding wins.
+
+    >>> import specplug
+    >>> adaptive = specplug.create("adaptive", candidates=["ngram"], batch_size=1)
+    >>> adaptive.start("r", [1, 2, 3, 4] * 8)
+    >>> len(adaptive.propose("r", 4)) > 0
+    True
+    >>> adaptive.set_batch_size(4096)    # verification is no longer free: plain decoding wins
+    >>> adaptive.propose("r", 4).tokens
+    ()
+    """
+
+    name = "adaptive"
+
+    def __init__(self, options: AdaptiveOptions) -> None:
+        super().__init__()
+        self.options = options
+        self.candidates = [resolve_part(item, "candidates") for item in options.candidates]
+        self.kinds = [draft_kind(candidate) for candidate in self.candidates]
+        self.cost = cost_model(options.cost)
+        self.batch_size = options.batch_size
+        positions = options.max_positions
+        self._pooled = [PositionStats.empty(positions) for _ in self.candidates]
+        self._requests: dict[RequestId, _Request] = {}
+
+    def set_batch_size(self, batch_size: int) -> None:
+        """The engine's current batch size (an adapter calls this as its batch changes)."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidOptionError(f"batch_size = {batch_size!r} is not valid; it must be an int >= 1")
+        self.batch_size = batch_size
+
+    # ---------------------------------------------------------------- lifecycle
+    def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
+        started: list[Proposer] = []
+        try:
+            for candidate in self.candidates:
+                candidate.start(request_id, prompt)
+                started.append(candidate)
+        except Exception:
+            for candidate in started:
+                candidate.stop(request_id)
+            raise
+        positions = self.options.max_positions
+        self._requests[request_id] = _Request(
+            [PositionStats.empty(positions) for _ in self.candidates],
+            [()] * len(self.candidates),
+            len(prompt),
+        )
+
+    def _stop(self, request_id: RequestId) -> None:
+        del self._requests[request_id]
+        errors = []
+        for candidate in self.candidates:
+            try:
+                candidate.stop(request_id)
+            except Exception as error:  # noqa: BLE001 - stop every candidate, then report
+                errors.append(error)
+        if errors:
+            raise errors[0]
+
+    def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
+        request = self._requests[request_id]
+        for index, candidate in enumerate(self.candidates):
+            candidate.extend(request_id, tokens)
+            draft = request.drafts[index]
+            if draft:
+                request.stats[index].observe(draft, tokens)
+                self._pooled[index].observe(draft, tokens)
+        request.drafts = [()] * len(self.candidates)
+        request.length += len(tokens)
+
+    # ---------------------------------------------------------------- choice
+    def acceptance(self, request_id: RequestId, index: int) -> np.ndarray:
+        """Estimated acceptance of each draft position for candidate ``index`` in this request."""
+        pooled, own = self._pooled[index], self._requests[request_id].stats[index]
+        weight = self.options.prior_weight
+        prior = (pooled.accepted + weight * self.options.prior) / (pooled.drafted + weight)
+        return (own.accepted + weight * prior) / (own.drafted + weight)
+
+    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
+        request = self._requests[request_id]
+        batch, context = self.batch_size, request.length
+        plain = plain_step_time(self.cost, batch, context)
+        best_rate, best_index, best_k, best_expected = (1.0 + self.options.min_gain) / plain, -1, 0, 0.0
+        lookup_drafts: dict[int, Draft] = {}
+        limit = min(max_tokens, self.options.max_positions)
+        for index, candidate in enumerate(self.candidates):
+            if self.kinds[index] == "lookup":
+                draft = candidate.propose(request_id, limit)
+                lookup_drafts[index] = draft
+                request.drafts[index] = draft.tokens
+                longest = len(draft.tokens)
+            else:
+                longest = limit
+            if not longest:
+                continue
+            # E(k) for k = 1..longest, as running products of per-position acceptance
+            expected = np.cumsum(np.cumprod(self.acceptance(request_id, index)[:longest]))
+            for k in range(1, longest + 1):
+                step = spec_step_time(self.cost, batch, context, k, (self.kinds[index],))
+                rate = (1.0 + expected[k - 1]) / step
+                if rate > best_rate:
+                    best_rate, best_index, best_k, best_expected = rate, index, k, float(expected[k - 1])
+        if best_index < 0:
+            return Draft((), self.name, 0.0, needs_neural=False)
+        if best_index in lookup_drafts:
+            chosen = lookup_drafts[best_index]
+            needs_neural = False
+        else:
+            chosen = self.candidates[best_index].propose(request_id, best_k)
+            request.drafts[best_index] = chosen.tokens
+            needs_neural = True
+        return Draft(chosen.tokens[:best_k], chosen.source, best_expected, needs_neural=needs_neural)
+
+
+@hookimpl
+def specplug_register_methods(registrar: MethodRegistrar) -> None:
+    registrar.add(
+        "adaptive",
+        AdaptiveProposer,
+        options=AdaptiveOptions,
+        summary="per step, the candidate and draft length with the best expected tokens/s under a cost model; empty when plain decoding wins",
+    )

@@ -1,0 +1,100 @@
+"""adaptive: goodput-maximising choice of candidate and length, empty when plain decoding wins."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import specplug
+from specplug.cost import CostModelError, cost_model
+from tests._scripted import Oracle, drive
+
+PROMPT = [7] * 50
+
+
+def _make(outputs, neural_correct, lookup_correct, pad=False, **options):
+    neural = Oracle(outputs, neural_correct, pad=True)
+    lookup = Oracle(outputs, lookup_correct, name="look", kind="lookup", pad=pad)
+    return specplug.create("adaptive", candidates=[lookup, neural], **options), neural, lookup
+
+
+def test_drafts_the_better_candidate_at_batch_1():
+    output = list(range(100, 400))
+    adaptive, neural, lookup = _make({"r": output}, lambda pos: 1, lambda pos: 8)
+    drafts = drive(adaptive, "r", PROMPT, output, 8)
+    late = drafts[len(drafts) // 3 :]
+    assert all(d.source == "look" and not d.needs_neural for d, _ in late)
+    assert np.mean([a for _, a in late]) > 5
+
+
+def test_neural_is_called_only_when_chosen():
+    output = list(range(100, 400))
+    adaptive, neural, lookup = _make({"r": output}, lambda pos: 3, lambda pos: 0)
+    drafts = drive(adaptive, "r", PROMPT, output, 6)
+    chosen = sum(1 for d, _ in drafts if d.needs_neural)
+    assert neural.calls == chosen > len(drafts) // 2
+    assert lookup.calls == len(drafts)
+
+
+def test_empty_draft_when_speculation_cannot_pay():
+    output = list(range(100, 300))
+    adaptive, neural, lookup = _make({"r": output}, lambda pos: 0, lambda pos: 0, batch_size=128)
+    drafts = drive(adaptive, "r", PROMPT, output, 6)
+    late = drafts[20:]
+    assert all(len(d.tokens) == 0 for d, _ in late)
+    assert neural.calls <= 20
+
+
+def _geometric(alpha: float, seed: int = 0):
+    """Accepted length at each position drawn with acceptance ``alpha`` per token (fixed by the seed)."""
+    rng = np.random.default_rng(seed)
+    table = rng.geometric(1 - alpha, size=5000) - 1
+    return lambda pos: int(table[pos])
+
+
+def test_draft_length_shrinks_as_the_batch_grows():
+    """Acceptance 0.7 a token: long drafts pay at batch 1 (verification is nearly free), short ones at 64."""
+    output = list(range(100, 1100))
+    lengths = {}
+    for batch in (1, 64):
+        adaptive, _, _ = _make({"r": output}, lambda pos: 0, _geometric(0.7), pad=True, batch_size=batch)
+        drafts = drive(adaptive, "r", PROMPT, output, 8)
+        lengths[batch] = np.mean([len(d.tokens) for d, _ in drafts[len(drafts) // 2 :]])
+    assert lengths[1] >= 6
+    assert 1 <= lengths[64] <= 4
+
+
+def test_set_batch_size_switches_off_speculation():
+    output = list(range(100, 200))
+    adaptive, _, _ = _make({"r": output}, lambda pos: 1, lambda pos: 1)
+    adaptive.start("r", PROMPT)
+    assert len(adaptive.propose("r", 4).tokens) > 0
+    adaptive.set_batch_size(100_000)
+    assert adaptive.propose("r", 4).tokens == ()
+    with pytest.raises(specplug.InvalidOptionError, match="batch_size = 0"):
+        adaptive.set_batch_size(0)
+
+
+def test_per_request_estimates_start_from_the_pooled_ones():
+    output = list(range(100, 300))
+    adaptive, _, _ = _make({"a": output, "b": output}, lambda pos: 0, lambda pos: 4)
+    drive(adaptive, "a", PROMPT, output, 8)
+    adaptive.start("b", PROMPT)
+    lookup_index = 0
+    estimate = adaptive.acceptance("b", lookup_index)
+    assert estimate[:4].min() > 0.8 and estimate[4] < 0.5
+
+
+def test_options_and_errors():
+    with pytest.raises(CostModelError, match="unknown cost model 'tpu'"):
+        specplug.create("adaptive", candidates=["ngram"], cost="tpu")
+    with pytest.raises(specplug.InvalidOptionError, match="candidates"):
+        specplug.create("adaptive", candidates=[])
+    with pytest.raises(specplug.InvalidOptionError, match="cannot be a candidate of itself"):
+        specplug.create("adaptive", candidates=["adaptive"])
+    ngram = specplug.create("ngram")
+    with pytest.raises(specplug.InvalidOptionError, match="listed twice"):
+        specplug.create("adaptive", candidates=[ngram, ngram])
+    adaptive = specplug.create("adaptive", candidates=["ngram", "suffix"], cost=cost_model("llama-3.1-8b-h100"))
+    assert [c.name for c in adaptive.candidates] == ["ngram", "suffix"]
+    assert adaptive.kinds == ["lookup", "lookup"]
