@@ -90,6 +90,8 @@ class GuardedProposer:
 
     def stop(self, request_id: RequestId) -> None:
         self._disabled.discard(request_id)
+        if request_id not in self.proposer:  # its start failed: nothing to free
+            return
         try:
             self.proposer.stop(request_id)
         except Exception as error:  # noqa: BLE001

@@ -15,8 +15,8 @@ def main(argv: list[str] | None = None) -> None:
     """Run the CLI; user mistakes end with a one-line error and exit code 2, no traceback."""
     from specplug._errors import SpecplugError
 
-    app = build_app()
     try:
+        app = build_app()
         app(args=argv if argv is not None else sys.argv[1:], prog_name="specplug", standalone_mode=True)
     except SpecplugError as error:
         typer.echo(f"specplug: error: {error}", err=True)

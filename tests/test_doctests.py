@@ -1,0 +1,25 @@
+"""The worked examples in the core's docstrings run."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "specplug._contract",
+    "specplug._catalog",
+    "specplug._guard",
+    "specplug.verify",
+    "specplug.proposers.ngram",
+    "specplug.proposers.suffix",
+    "specplug.proposers._suffix_index",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_doctests(name, fresh_catalog):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0, f"{name} has no examples"
+    assert result.failed == 0

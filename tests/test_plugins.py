@@ -1,0 +1,140 @@
+"""The plugin system: registration, entry points, blocking, duplicates, the CLI hook."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from typer.testing import CliRunner
+
+import specplug
+from specplug import _catalog
+from specplug._manager import PluginLoadError, build_plugin_manager
+from specplug._registry import MethodRegistrar
+from specplug.cli import build_app
+from specplug.proposers.ngram import NgramOptions, NgramProposer
+
+THROWAWAY = '''
+"""An out-of-tree proposer that always drafts the last token again."""
+from pydantic import BaseModel, ConfigDict
+import specplug
+
+class EchoOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    repeat: int = 1
+
+class Echo(specplug.Proposer):
+    name = "echo"
+    def __init__(self, options):
+        super().__init__()
+        self.repeat = options.repeat
+        self.last = {}
+    def _start(self, rid, prompt):
+        self.last[rid] = int(prompt[-1]) if len(prompt) else 0
+    def _propose(self, rid, max_tokens):
+        return specplug.Draft((self.last[rid],) * min(self.repeat, max_tokens), self.name, None)
+    def _extend(self, rid, tokens):
+        self.last[rid] = int(tokens[-1])
+    def _stop(self, rid):
+        del self.last[rid]
+
+@specplug.hookimpl
+def specplug_register_methods(registrar):
+    registrar.add("echo", Echo, options=EchoOptions, summary="repeat the last token")
+
+@specplug.hookimpl
+def specplug_add_commands(app):
+    @app.command("echo-hello")
+    def echo_hello():
+        """Say hello from an out-of-tree plugin."""
+        print("hello from echo")
+'''
+
+
+@pytest.fixture
+def throwaway_distribution(tmp_path, monkeypatch, fresh_catalog):
+    """A real installed distribution (a .dist-info on sys.path) publishing a `specplug` entry point."""
+    (tmp_path / "specplug_echo_plugin.py").write_text(textwrap.dedent(THROWAWAY))
+    info = tmp_path / "specplug_echo-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: specplug-echo\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[specplug]\necho = specplug_echo_plugin\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _catalog.reset()
+    return tmp_path
+
+
+def test_builtin_methods_are_registered(fresh_catalog):
+    assert {"ngram", "suffix"} <= set(specplug.methods())
+
+
+def test_out_of_tree_plugin_through_a_real_entry_point(throwaway_distribution):
+    assert "echo" in specplug.methods()
+    proposer = specplug.create("echo", repeat=3)
+    proposer.start("r", [4, 5])
+    assert proposer.propose("r", 8).tokens == (5, 5, 5)
+    proposer.extend("r", [5, 9])
+    assert proposer.propose("r", 2).tokens == (9, 9)
+
+
+def test_out_of_tree_plugin_adds_a_cli_command(throwaway_distribution):
+    result = CliRunner().invoke(build_app(), ["echo-hello"])
+    assert result.exit_code == 0, result.output
+    assert "hello from echo" in result.output
+
+
+def test_blocking_a_plugin_by_environment_variable(throwaway_distribution, monkeypatch):
+    monkeypatch.setenv("SPECPLUG_BLOCK_PLUGINS", "echo, specplug.suffix")
+    _catalog.reset()
+    names = specplug.methods()
+    assert "echo" not in names and "suffix" not in names and "ngram" in names
+
+
+def test_broken_entry_point_names_the_plugin(tmp_path, monkeypatch, fresh_catalog):
+    (tmp_path / "specplug_broken_plugin.py").write_text("raise RuntimeError('boom')\n")
+    info = tmp_path / "specplug_broken-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: specplug-broken\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[specplug]\nbroken = specplug_broken_plugin\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PluginLoadError, match=r"'broken'.*specplug-broken.*boom.*SPECPLUG_BLOCK_PLUGINS=broken"):
+        build_plugin_manager()
+
+
+def test_registrar_rejects_duplicates_naming_both_origins():
+    registrar = MethodRegistrar()
+    registrar.add("ngram", NgramProposer, options=NgramOptions, summary="one")
+    with pytest.raises(specplug.DuplicateNameError, match="registered twice"):
+        registrar.add("ngram", NgramProposer, options=NgramOptions, summary="two")
+
+
+def test_duplicate_method_from_a_plugin_is_an_error(fresh_catalog):
+    class Clash:
+        @specplug.hookimpl
+        def specplug_register_methods(self, registrar):
+            registrar.add("ngram", NgramProposer, options=NgramOptions, summary="again")
+
+    with pytest.raises(specplug.DuplicateNameError, match="'ngram'"):
+        _catalog.Catalog(build_plugin_manager(entry_points=False, extra_plugins={"clash": Clash()}))
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "message"),
+    [
+        ("Bad Name", {}, "not valid"),
+        ("ok", {"summary": "two\nlines"}, "one non-empty line"),
+        ("ok", {"options": dict}, "pydantic model"),
+    ],
+)
+def test_registrar_validates_entries(name, kwargs, message):
+    arguments = {"options": NgramOptions, "summary": "fine", **kwargs}
+    with pytest.raises(specplug.InvalidOptionError, match=message):
+        MethodRegistrar().add(name, NgramProposer, **arguments)
+
+
+def test_plugin_manager_is_not_built_at_import():
+    import subprocess
+    import sys
+
+    code = "import specplug, specplug._catalog as c; assert c._default is None; print('lazy')"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "lazy"
