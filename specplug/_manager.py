@@ -28,6 +28,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "specplug.cost": "specplug.cost._presets",
     "specplug.hybrid": "specplug.proposers.hybrid",
     "specplug.adaptive": "specplug.proposers.adaptive",
+    "specplug.cli.bench": "specplug.cli._bench",
 }
 
 

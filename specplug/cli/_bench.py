@@ -1,0 +1,103 @@
+"""``specplug bench``: replay traces against methods and peers, report per workload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from specplug._errors import InvalidOptionError
+from specplug._hookimpl import hookimpl
+
+
+def _batch_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise InvalidOptionError(f"--batch-sizes {text!r} is not a comma-separated list of ints") from None
+    if not sizes or min(sizes) < 1:
+        raise InvalidOptionError(f"--batch-sizes {text!r}: give ints >= 1, such as 1,8,32,128")
+    return sizes
+
+
+def bench_command(
+    traces: list[Path] = typer.Argument(None, help="trace files (.jsonl); default: the traces shipped with specplug"),
+    method: list[str] = typer.Option(
+        None, "--method", "-m", help="method spec, repeatable: NAME[:key=value,...], neural, peer:NAME (default: ngram, suffix, neural, hybrid, adaptive)"
+    ),
+    peers: bool = typer.Option(True, "--peers/--no-peers", help="also replay every peer that specplug.peers can create"),
+    cost: str = typer.Option("llama-3.1-8b-h100", "--cost", help="cost model: preset name or .toml file"),
+    k: int = typer.Option(8, "--k", min=1, max=64, help="most draft tokens per step"),
+    batch_sizes: str = typer.Option("1,2,4,8,16,32,64,128", "--batch-sizes", help="batch sizes for the modeled speedup"),
+    workload: list[str] = typer.Option(None, "--workload", "-w", help="only these workloads (repeatable)"),
+    oracle: bool = typer.Option(True, "--oracle/--no-oracle", help="add the per-position oracle"),
+    llamacpp_model: str = typer.Option(
+        None, "--llamacpp-model", help="measure llama.cpp's n-gram types live with this GGUF (else use those recorded in the traces)"
+    ),
+    llamacpp_types: str = typer.Option("ngram-simple,ngram-map-k,ngram-mod", "--llamacpp-types", help="types measured with --llamacpp-model"),
+    neural_alpha: float = typer.Option(0.6, "--neural-alpha", min=0.0, max=0.99, help="acceptance of the simulated neural drafter where a trace has none"),
+    json_path: Path = typer.Option(None, "--json", help="write the results as JSON here"),
+    plots: Path = typer.Option(None, "--plots", help="write PNG plots into this folder"),
+) -> None:
+    """Replay traces against methods and peers: acceptance, proposer time and modeled speedup per workload."""
+    from specplug.bench import DEFAULT_METHODS, default_traces, parse_method, print_table, run_benchmark, write_json, write_plots
+    from specplug.bench._peers import peer_names
+    from specplug.cost import cost_model
+    from specplug.trace import read_traces
+
+    files = list(traces or default_traces())
+    if not files:
+        raise InvalidOptionError("no trace files given and none shipped; make some with `specplug trace`")
+    records = [record for path in files for record in read_traces(path)]
+    if workload:
+        known = sorted({record.workload for record in records})
+        missing = [name for name in workload if name not in known]
+        if missing:
+            raise InvalidOptionError(f"workload(s) {missing} are not in the traces; workloads: {', '.join(known)}")
+        records = [record for record in records if record.workload in workload]
+    specs = list(method or DEFAULT_METHODS)
+    if peers and not method:
+        specs += [f"peer:{name}" for name in peer_names()]
+    methods = [parse_method(spec) for spec in specs]
+    model = cost_model(cost)
+    sizes = _batch_sizes(batch_sizes)
+    console = Console(width=max(Console().width, 160))
+    if llamacpp_model:
+        from specplug.bench._llamacpp import measure_llamacpp
+        from specplug.bench.llama_server import find_model
+
+        types = [name.strip() for name in llamacpp_types.split(",") if name.strip()]
+        with console.status("measuring llama.cpp through llama-server") as status:
+            runs = measure_llamacpp(str(find_model(llamacpp_model)), records, types, draft_max=k, progress=status.update)
+        records = [record.model_copy(update={"engine_runs": runs[record.id]}) for record in records]
+    groups = len({record.workload for record in records})
+    total = (groups + (groups > 1)) * (len(methods) + int(oracle))
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True
+    ) as progress:
+        task = progress.add_task("replaying", total=total)
+
+        def tick(label: str) -> None:
+            progress.update(task, advance=1, description=label)
+
+        result = run_benchmark(records, methods, model, k=k, batch_sizes=sizes, oracle=oracle, neural_alpha=neural_alpha, progress=tick)
+    print_table(result, console)
+    failed = [row for row in result.rows if row.status != "ok"]
+    for row in failed:
+        console.print(f"[red]failed[/red]: {row.method} on {row.workload}: {row.error}")
+    if json_path:
+        write_json(result, json_path)
+        console.print(f"wrote {json_path}")
+    if plots:
+        for path in write_plots(result, plots):
+            console.print(f"wrote {path}")
+    if failed:
+        # the benchmark ran to the end; the exit status still tells a script that a row failed
+        raise typer.Exit(1)
+
+
+@hookimpl
+def specplug_add_commands(app: typer.Typer) -> None:
+    app.command("bench")(bench_command)
