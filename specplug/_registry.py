@@ -13,6 +13,7 @@ from specplug._errors import DuplicateNameError, InvalidOptionError
 __all__ = ["MethodRegistrar", "MethodSpec"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
+_QUALIFIED = re.compile(r"\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)")
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class MethodSpec:
         lines = []
         for option, info in self.options.model_fields.items():
             annotation = getattr(info.annotation, "__name__", None) or str(info.annotation)
+            annotation = _QUALIFIED.sub(r"\1", annotation)  # specplug._contract.Proposer -> Proposer
             default = "required" if info.is_required() else f"= {info.get_default(call_default_factory=True)!r}"
             lines.append(f"{option}: {annotation} {default}  {info.description or ''}".rstrip())
         return lines
