@@ -75,6 +75,8 @@ def parse_method(text: str) -> BenchMethod:
 
         if name not in peer_names():
             raise UnknownMethodError(f"peer:{name}", [f"peer:{peer}" for peer in peer_names()])
+    if not peer and name not in ("neural", "hybrid", "adaptive"):
+        create(name, **options)  # option mistakes are reported now, not as a failed row later
     return BenchMethod(label, name, options, peer)
 
 

@@ -1,0 +1,205 @@
+"""The replay benchmark: step accounting, modeled speedup, oracle, failures, reports, CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import specplug
+from specplug import _catalog
+from specplug._manager import build_plugin_manager
+from specplug.bench import parse_method, run_benchmark
+from specplug.bench._neural import TraceNeuralProposer
+from specplug.bench._replay import modeled_times
+from specplug.cli import main
+from specplug.cost import cost_model
+from specplug.trace import TraceRecord, write_traces
+from tests._scripted import Failing
+
+H100 = cost_model("llama-3.1-8b-h100")
+
+
+def _records(seed: int = 0) -> list[TraceRecord]:
+    rng = np.random.default_rng(seed)
+    records = []
+    for index in range(4):
+        prompt = rng.integers(0, 5000, 300).tolist()
+        if index < 2:  # an edit: most of the output copies the prompt
+            output = prompt[40:140] + rng.integers(0, 5000, 30).tolist() + prompt[200:280]
+            workload = "edit"
+        else:
+            output = rng.integers(0, 5000, 150).tolist()
+            workload = "novel"
+        accepted = np.minimum(rng.geometric(0.45, len(output)) - 1, 5).tolist()
+        records.append(
+            TraceRecord(
+                v=1, id=f"{workload}-{index}", workload=workload, prompt_ids=prompt, output_ids=output,
+                neural={"k": 5, "accepted": accepted},
+            )
+        )
+    return records
+
+
+def test_tokens_and_steps_add_up():
+    records = _records()
+    result = run_benchmark(records, [parse_method("ngram"), parse_method("neural")], H100, batch_sizes=[1], oracle=False)
+    for row in result.rows:
+        group = [r for r in records if row.workload in ("mixed", r.workload)]
+        assert row.tokens == sum(len(r.output_ids) - 1 for r in group)
+        assert row.tokens_per_step == pytest.approx(row.tokens / row.steps)
+        assert row.accepted_per_step == pytest.approx(row.tokens_per_step - 1)
+    novel = result.row("novel", "ngram")
+    assert novel.drafted_share == pytest.approx(0.0, abs=0.05) and novel.speedup[1] == pytest.approx(1.0, abs=0.02)
+    assert result.row("edit", "ngram").tokens_per_step > 2.0
+
+
+def test_trace_neural_replays_the_recorded_acceptance():
+    record = _records()[2]
+    neural = TraceNeuralProposer([record])
+    neural.start(record.id, record.prompt_ids)
+    neural.extend(record.id, record.output_ids[:1])
+    position, steps = 1, 0
+    expected_steps = 0
+    walk = 1
+    while walk < len(record.output_ids):
+        walk += min(record.neural.accepted[walk], len(record.output_ids) - walk - 1) + 1
+        expected_steps += 1
+    while position < len(record.output_ids):
+        draft = neural.propose(record.id, 8)
+        assert len(draft.tokens) == min(5, len(record.output_ids) - position)  # a head drafts all k
+        accepted = 0
+        while accepted < len(draft.tokens) and position + accepted < len(record.output_ids) - 1 and draft.tokens[accepted] == record.output_ids[position + accepted]:
+            accepted += 1
+        assert accepted == min(record.neural.accepted[position], len(record.output_ids) - position - 1)
+        neural.extend(record.id, record.output_ids[position : position + accepted + 1])
+        position += accepted + 1
+        steps += 1
+    assert steps == expected_steps
+
+
+def test_no_draft_is_exactly_plain_decoding():
+    records = _records()[2:]
+    result = run_benchmark(records, [parse_method("suffix")], H100, oracle=False)
+    row = result.row("novel", "suffix")
+    if row.drafted_share == 0:
+        assert all(value == pytest.approx(1.0) for value in row.speedup.values())
+    plain, spec = modeled_times([], H100, 1)
+    assert plain == spec == 0.0
+
+
+def test_speedup_falls_with_batch_and_oracle_bounds_the_methods():
+    records = _records()
+    methods = [parse_method(m) for m in ("ngram", "suffix", "neural", "hybrid", "adaptive")]
+    result = run_benchmark(records, methods, H100)
+    for workload in result.workloads:
+        oracle = result.row(workload, "oracle")
+        for method in ("ngram", "suffix", "neural"):
+            row = result.row(workload, method)
+            assert row.speedup[1] <= oracle.speedup[1] + 1e-9
+            assert row.speedup[128] <= row.speedup[1] + 1e-9
+            assert row.oracle_share[1] <= 1.0 + 1e-9
+        adaptive = result.row(workload, "adaptive")
+        assert min(adaptive.speedup.values()) >= 1.0
+    mixed = result.row("mixed", "hybrid")
+    assert mixed.speedup[1] > max(result.row("mixed", "suffix").speedup[1], result.row("mixed", "neural").speedup[1])
+
+
+class _FailingPlugin:
+    @specplug.hookimpl
+    def specplug_register_methods(self, registrar):
+        from specplug.proposers._options import MethodOptions
+
+        class Options(MethodOptions):
+            after: int = 0
+
+        registrar.add("failing", lambda options: Failing(options.after), options=Options, summary="fails on purpose")
+
+
+@pytest.fixture
+def failing_catalog():
+    _catalog.reset()
+    _catalog._default = _catalog.Catalog(build_plugin_manager(extra_plugins={"failing": _FailingPlugin()}))
+    yield
+    _catalog.reset()
+
+
+def test_a_raising_proposer_fails_its_rows_and_the_rest_completes(failing_catalog):
+    records = _records()
+    methods = [parse_method("suffix"), parse_method("failing:after=40"), parse_method("ngram")]
+    result = run_benchmark(records, methods, H100, batch_sizes=[1, 64])
+    failed = [row for row in result.rows if row.status == "failed"]
+    assert {row.method for row in failed} == {"failing:after=40"}
+    assert all("RuntimeError: scripted failure" in row.error for row in failed)
+    for workload in result.workloads:
+        assert result.row(workload, "ngram").status == "ok" and result.row(workload, "ngram").speedup[64] > 0
+        assert result.row(workload, "oracle").status == "ok"
+
+
+def test_cli_writes_table_json_and_plots(tmp_path, capsys):
+    traces = tmp_path / "t.jsonl"
+    write_traces(traces, _records())
+    out = tmp_path / "result.json"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", str(traces), "-m", "suffix", "-m", "neural", "-m", "hybrid", "--batch-sizes", "1,8,128",
+              "--json", str(out), "--plots", str(tmp_path / "plots")])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert "edit" in text and "oracle" in text and "x@128" in text
+    data = json.loads(out.read_text())
+    assert data["batch_sizes"] == [1, 8, 128] and data["cost_model"] == "llama-3.1-8b-h100"
+    assert {row["method"] for row in data["rows"]} == {"suffix", "neural", "hybrid", "oracle"}
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
+        "speedup-edit.png", "speedup-mixed.png", "speedup-novel.png", "tokens-per-step.png"
+    ]
+    assert (tmp_path / "plots" / "speedup-edit.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_reports_a_failed_row_and_exits_1(tmp_path, capsys, failing_catalog):
+    traces = tmp_path / "t.jsonl"
+    write_traces(traces, _records())
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", str(traces), "-m", "failing", "-m", "ngram", "--batch-sizes", "1"])
+    assert exit_info.value.code == 1
+    text = capsys.readouterr().out
+    assert "failed: failing on edit: RuntimeError: scripted failure" in text.replace("\n", " ") or "FAILED" in text
+
+
+def test_cli_bad_inputs_are_one_line_errors(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"v": 1, "id": "a", "workload": "w", "prompt_ids": [1], "output_ids": [2, -1]}\n')
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", str(bad)])
+    assert exit_info.value.code == 2
+    assert f"specplug: error: {bad}:1: field output_ids: item 1 = -1 is not a token id" in capsys.readouterr().err
+    good = tmp_path / "good.jsonl"
+    write_traces(good, _records()[:1])
+    for args, message in [
+        (["-m", "nope"], "unknown method 'nope'"),
+        (["-m", "suffix", "--cost", "tpu"], "unknown cost model 'tpu'"),
+        (["-m", "suffix:max_depth=0"], "max_depth"),
+        (["-m", "suffix", "--batch-sizes", "1,x"], "--batch-sizes '1,x'"),
+        (["-m", "suffix", "-w", "chat"], "workload(s) ['chat'] are not in the traces"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            main(["bench", str(good), *args])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2, args
+        assert message in err, (args, err)
+
+
+def test_engine_runs_become_rows():
+    records = []
+    for index, record in enumerate(_records()[:2]):
+        produced = len(record.output_ids) - 1
+        runs = {"llama.cpp/ngram-mod": {"draft_n": 100, "draft_n_accepted": 60, "predicted_n": produced + 1, "identical": index == 0}}
+        records.append(record.model_copy(update={"engine_runs": runs}))
+    result = run_benchmark(records, [parse_method("ngram")], H100, batch_sizes=[1, 128])
+    row = result.row("edit", "llama.cpp/ngram-mod")
+    produced = sum(len(r.output_ids) - 1 for r in records)
+    assert row.source == "llama-server"
+    assert row.steps == produced - 120 and row.acceptance_rate == pytest.approx(0.6)
+    assert row.tokens_per_step == pytest.approx(produced / (produced - 120))
+    assert row.notes == "output identical in 1/2"
+    assert 1.0 < row.speedup[1] < row.tokens_per_step and row.speedup[128] < row.speedup[1]

@@ -1,0 +1,104 @@
+"""Trace files: round trip, and errors that name the file, the line and the field."""
+
+from __future__ import annotations
+
+import doctest
+import json
+
+import pytest
+
+import specplug.trace
+from specplug.trace import NeuralTrace, TraceError, TraceRecord, read_traces, write_traces
+
+
+def _record(**changes):
+    data = {"v": 1, "id": "r0", "workload": "code-edit", "prompt_ids": [1, 2, 3], "output_ids": [4, 5, 6]}
+    data.update(changes)
+    return data
+
+
+def _write(tmp_path, lines, end="\n"):
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps(line) if not isinstance(line, str) else line for line in lines) + end)
+    return path
+
+
+def test_round_trip(tmp_path):
+    records = [
+        TraceRecord.model_validate(_record()),
+        TraceRecord.model_validate(
+            _record(
+                id="r1",
+                neural={"k": 4, "accepted": [0, 4, 2], "drafter": "draft model"},
+                engine_runs={"llama.cpp/ngram-mod": {"draft_n": 3, "draft_n_accepted": 2, "predicted_n": 3}},
+                meta={"model": "smollm2", "turn": 2},
+            )
+        ),
+    ]
+    path = tmp_path / "out" / "t.jsonl"
+    write_traces(path, records)
+    again = read_traces(path)
+    assert again == records
+    assert again[1].neural == NeuralTrace(k=4, accepted=(0, 4, 2), drafter="draft model")
+    assert path.read_text().count("\n") == 2
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"prompt_ids": [1, -2]}, "prompt_ids", "item 1 = -2 is not a token id"),
+        ({"output_ids": []}, "output_ids", "must not be empty"),
+        ({"output_ids": [1, "x"]}, "output_ids", "item 1 = 'x' is not a token id"),
+        ({"v": 2}, "v", "format version 2 is not supported"),
+        ({"id": 7}, "id", "string"),
+        ({"extra": 1}, "extra", "is not a trace field"),
+        ({"neural": {"k": 2, "accepted": [0, 3, 1]}}, "neural", "accepted[1] = 3 is larger than k = 2"),
+        ({"neural": {"k": 2, "accepted": [0, 1]}}, "(record)", "neural.accepted has 2 entries but output_ids has 3"),
+    ],
+)
+def test_bad_field_names_file_line_and_field(tmp_path, change, field, message):
+    good = _record(id="ok")
+    path = _write(tmp_path, [good, _record(**change)])
+    with pytest.raises(TraceError) as info:
+        read_traces(path)
+    error = info.value
+    assert (error.path, error.line, error.field) == (str(path), 2, field)
+    assert message in str(error)
+    assert str(error).startswith(f"{path}:2: field {field}:")
+
+
+def test_missing_field(tmp_path):
+    record = _record()
+    del record["output_ids"]
+    path = _write(tmp_path, [record])
+    with pytest.raises(TraceError, match=rf"{path}:1: field output_ids: is missing"):
+        read_traces(path)
+
+
+def test_truncated_file(tmp_path):
+    full = json.dumps(_record())
+    path = _write(tmp_path, [_record(id="a"), full[: len(full) // 2]], end="")
+    with pytest.raises(TraceError, match=rf"{path}:2: field \(line\): not valid JSON \(the file looks truncated\)"):
+        read_traces(path)
+
+
+def test_not_an_object_duplicate_ids_empty_and_missing_file(tmp_path):
+    with pytest.raises(TraceError, match=r":1: field \(line\): must be a JSON object, got list"):
+        read_traces(_write(tmp_path, ["[1, 2]"]))
+    with pytest.raises(TraceError, match=r":2: field id: 'r0' already used on line 1"):
+        read_traces(_write(tmp_path, [_record(), _record()]))
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(TraceError, match=r"empty.jsonl:1: field \(file\): holds no records"):
+        read_traces(empty)
+    with pytest.raises(TraceError, match=r"absent.jsonl:0: field \(file\): cannot be read"):
+        read_traces(tmp_path / "absent.jsonl")
+    binary = tmp_path / "bin.jsonl"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(TraceError, match="is not UTF-8"):
+        read_traces(binary)
+
+
+def test_doctests():
+    result = doctest.testmod(specplug.trace)
+    assert result.attempted > 0 and result.failed == 0
