@@ -29,6 +29,10 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "specplug.hybrid": "specplug.proposers.hybrid",
     "specplug.adaptive": "specplug.proposers.adaptive",
     "specplug.cli.bench": "specplug.cli._bench",
+    "specplug.cli.trace": "specplug.cli._trace",
+    "specplug.cli.calibrate": "specplug.cli._calibrate",
+    "specplug.cli.preset": "specplug.cli._preset",
+    "specplug.cli.tune": "specplug.cli._tune",
 }
 
 
