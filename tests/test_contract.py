@@ -198,3 +198,16 @@ def test_suffix_global_cache_stays_under_its_caps():
         p.stop(number)
         assert len(p.cache) <= 3
         assert p.cache.nbytes() <= 8192
+
+
+def test_suffix_long_anchor_finds_a_far_match_behind_many_short_ones():
+    """Code rewriting: the line being copied is far back, its 2-token anchor is everywhere."""
+    line = [100, 101, 102, 103, 104, 105, 106, 107, 5, 6, 200, 201, 202, 203]
+    noise = [5, 6, 7] * 60  # "5 6" occurs 60 times after the line
+    history = line + noise + line[:10]  # now copying the line again, up to "... 5 6"
+    with_long = specplug.create("suffix", max_candidates=8)
+    with_long.start("r", history)
+    assert with_long.propose("r", 4).tokens == (200, 201, 202, 203)
+    short_only = specplug.create("suffix", max_candidates=8, long_match=0)
+    short_only.start("r", history)
+    assert short_only.propose("r", 4).tokens[:1] == (7,)  # only the 8 most recent "5 6" vote

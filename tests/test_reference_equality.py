@@ -55,7 +55,7 @@ def test_ngram_fast_equals_reference_token_by_token(options, prompt, steps):
         reference.extend("r", [token])
 
 
-suffix_options = st.fixed_dictionaries(
+_suffix_base = st.fixed_dictionaries(
     {
         "max_depth": st.integers(2, 12),
         "min_match": st.integers(1, 2),
@@ -70,6 +70,17 @@ suffix_options = st.fixed_dictionaries(
         "max_cache_bytes": st.sampled_from([4096, 8192, 1 << 20]),
     }
 )
+
+
+@st.composite
+def _with_long_anchor(draw, base=_suffix_base):
+    options = draw(base)
+    low, high = options["min_match"] + 1, options["max_depth"]
+    options["long_match"] = draw(st.sampled_from([0, *range(low, min(high, 5) + 1)]))
+    return options
+
+
+suffix_options = _with_long_anchor()
 
 
 @settings(max_examples=400, deadline=None)

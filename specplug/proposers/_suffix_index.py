@@ -10,14 +10,15 @@ from specplug.proposers import _suffix_kernels as kernels
 
 __all__ = ["BYTES_PER_SLOT", "GlobalCache", "RequestIndex", "cache_capacity"]
 
-#: bytes of one ring slot: the token (int32), its chain distance (int32) and two head slots (int64)
-BYTES_PER_SLOT = 4 + 4 + 2 * 8
+#: bytes of one global-cache slot: the token (int32), a chain distance per anchor level (int32)
+#: and, per level, two head slots (int64: global positions grow without bound)
+BYTES_PER_SLOT = 4 + 2 * 4 + 2 * 2 * 8
 
 
 def cache_capacity(max_cache_bytes: int) -> int:
     """Token slots of a global cache within ``max_cache_bytes``: the largest power of two that fits.
 
-    >>> cache_capacity(24 * 1024)
+    >>> cache_capacity(44 * 1024)
     1024
     """
     slots = max_cache_bytes // BYTES_PER_SLOT
@@ -25,44 +26,68 @@ def cache_capacity(max_cache_bytes: int) -> int:
 
 
 class _Ring:
-    """The arrays of one index and the operations that keep them consistent."""
+    """The arrays of one index and the operations that keep them consistent.
 
-    __slots__ = ("anchor", "head", "prev", "state", "tokens")
+    ``position_dtype`` is int32 for a request (its positions stay below 2**31, and a head
+    slot then costs half) and int64 for the global cache, whose positions never restart.
+    """
 
-    def __init__(self, capacity: int, anchor: int) -> None:
-        self.anchor = anchor
+    __slots__ = ("anchors", "head_l", "head_s", "position_dtype", "prev_l", "prev_s", "state", "tokens")
+
+    def __init__(self, capacity: int, anchors: tuple[int, int], position_dtype: type) -> None:
+        self.anchors = anchors
+        self.position_dtype = position_dtype
+        self.state = np.zeros(4, dtype=np.int64)
+        self._allocate(capacity)
+
+    def _allocate(self, capacity: int) -> None:
         self.tokens = np.full(capacity, kernels.SEP, dtype=np.int32)
-        self.prev = np.zeros(capacity, dtype=np.int32)
-        self.head = np.full(2 * capacity, kernels.EMPTY, dtype=np.int64)
-        self.state = np.zeros(3, dtype=np.int64)
+        self.prev_s = np.zeros(capacity, dtype=np.int32)
+        self.head_s = np.full(2 * capacity, kernels.EMPTY, dtype=self.position_dtype)
+        long_level = self.anchors[1] > 0
+        self.prev_l = np.zeros(capacity if long_level else 1, dtype=np.int32)
+        self.head_l = np.full(2 * capacity if long_level else 1, kernels.EMPTY, dtype=self.position_dtype)
 
     @property
     def live(self) -> int:
         return int(self.state[kernels.END] - self.state[kernels.START])
 
+    @property
+    def capacity(self) -> int:
+        return len(self.tokens)
+
     def nbytes(self) -> int:
-        return self.tokens.nbytes + self.prev.nbytes + self.head.nbytes + self.state.nbytes
+        arrays = (self.tokens, self.prev_s, self.head_s, self.prev_l, self.head_l, self.state)
+        return sum(array.nbytes for array in arrays)
+
+    def _rebuild(self) -> None:
+        kernels.rebuild(
+            self.tokens, self.prev_s, self.head_s, self.prev_l, self.head_l, self.state, *self.anchors
+        )
 
     def resize(self, capacity: int) -> None:
         """Move the live window into arrays of ``capacity`` slots and re-index it."""
         start, end = int(self.state[kernels.START]), int(self.state[kernels.END])
         positions = np.arange(start, end, dtype=np.int64)
-        old = self.tokens[positions & (len(self.tokens) - 1)]
-        self.tokens = np.full(capacity, kernels.SEP, dtype=np.int32)
+        old = self.tokens[positions & (self.capacity - 1)]
+        self._allocate(capacity)
         self.tokens[positions & (capacity - 1)] = old
-        self.prev = np.zeros(capacity, dtype=np.int32)
-        self.head = np.full(2 * capacity, kernels.EMPTY, dtype=np.int64)
-        kernels.rebuild(self.tokens, self.prev, self.head, self.state, self.anchor)
+        self._rebuild()
 
     def append(self, tokens: np.ndarray, separator: bool = False) -> None:
         """Append (the caller made room in the ring); sweep stale head slots first if needed."""
-        if self.state[kernels.USED] + len(tokens) > kernels.MAX_LOAD * len(self.head):
-            kernels.rebuild(self.tokens, self.prev, self.head, self.state, self.anchor)
-        kernels.append(self.tokens, self.prev, self.head, self.state, tokens, self.anchor, separator)
+        limit = kernels.MAX_LOAD * len(self.head_s)
+        if max(self.state[kernels.USED_SHORT], self.state[kernels.USED_LONG]) + len(tokens) > limit:
+            self._rebuild()
+        kernels.append(
+            self.tokens, self.prev_s, self.head_s, self.prev_l, self.head_l, self.state,
+            tokens, *self.anchors, separator,
+        )
 
     def draft(self, query: np.ndarray, options, max_tokens: int, out: np.ndarray) -> tuple[int, float, int]:
         return kernels.draft(
-            self.tokens, self.prev, self.head, self.state, query, len(query), self.anchor,
+            self.tokens, self.prev_s, self.head_s, self.prev_l, self.head_l, self.state,
+            query, len(query), *self.anchors,
             options.max_depth, options.max_candidates, max_tokens,
             options.max_spec_factor, options.max_spec_offset, options.min_token_prob, out,
         )
@@ -73,15 +98,15 @@ class RequestIndex:
 
     __slots__ = ("prompt_length", "ring")
 
-    def __init__(self, prompt: np.ndarray, anchor: int) -> None:
+    def __init__(self, prompt: np.ndarray, anchors: tuple[int, int]) -> None:
         capacity = 1 << max(6, int(len(prompt) + 64).bit_length())
-        self.ring = _Ring(capacity, anchor)
+        self.ring = _Ring(capacity, anchors, np.int32)
         self.prompt_length = len(prompt)
         self.ring.append(prompt)
 
     def append(self, tokens: np.ndarray) -> None:
         needed = self.ring.live + len(tokens)
-        if needed > len(self.ring.tokens):
+        if needed > self.ring.capacity:
             self.ring.resize(1 << (needed - 1).bit_length())
         self.ring.append(tokens)
 
@@ -106,11 +131,11 @@ class GlobalCache:
     takes its length plus one separator slot; a longer one than fits keeps its tail.
     """
 
-    def __init__(self, max_requests: int, max_bytes: int, anchor: int) -> None:
+    def __init__(self, max_requests: int, max_bytes: int, anchors: tuple[int, int]) -> None:
         self.capacity = cache_capacity(max_bytes)
         self.max_bytes = max_bytes
         self.max_requests = max_requests
-        self._ring = _Ring(min(self.capacity, 1024), anchor)
+        self._ring = _Ring(min(self.capacity, 1024), anchors, np.int64)
         self._ends: deque[int] = deque()  # global end (exclusive, after SEP) of each cached sequence
 
     def __len__(self) -> int:
@@ -130,7 +155,7 @@ class GlobalCache:
         need = len(sequence) + 1
         while self._ends and (len(self._ends) + 1 > self.max_requests or self._ring.live + need > self.capacity):
             self._ring.state[kernels.START] = self._ends.popleft()
-        if self._ring.live + need > len(self._ring.tokens):
+        if self._ring.live + need > self._ring.capacity:
             self._ring.resize(min(self.capacity, 1 << (self._ring.live + need - 1).bit_length()))
         self._ring.append(sequence, separator=True)
         self._ends.append(int(self._ring.state[kernels.END]))

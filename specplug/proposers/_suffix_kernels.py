@@ -3,18 +3,23 @@
 Layout (one index per request, and one for the global cache of finished requests):
 
 - ``tokens[g & mask]``: the token at global position ``g``; ``SEP`` ends a cached sequence.
-- ``prev[g & mask]``: distance from ``g`` back to the previous position whose anchor (the
-  ``a`` tokens ending there) is the same, 0 when none. A chain walk therefore visits the
-  occurrences of an anchor most recent first, and stops at the first evicted position.
-- ``head``: open-addressing table, anchor -> most recent global position (int64). Keys are
-  not stored: a probe compares tokens in the ring. Entries older than ``start`` are stale
-  and are skipped, reused, and swept by a rebuild once the table is three-quarters full.
-- ``state = [start, end, used, sequences]``: the live window ``[start, end)``, the occupied
-  head slots, and a spare counter.
+- Two anchor levels, a short one (``min_match`` tokens) and a long one (``long_match``),
+  each with:
+  ``prev[g & mask]``: distance from ``g`` back to the previous position whose anchor (the
+  tokens ending there) is the same, 0 when none, so a chain walk visits the occurrences of
+  an anchor most recent first and stops at the first evicted position; and
+  ``head``: an open-addressing table, anchor -> most recent global position. Keys are not
+  stored: a probe compares tokens in the ring. Entries older than ``start`` are stale; they
+  are skipped, reused, and swept by a rebuild once the table is three-quarters full.
+- ``state = [start, end, used_short, used_long]``: the live window ``[start, end)`` and the
+  occupied slots of each head table.
 
-Why this is fast: a step inserts one anchor and walks at most ``max_candidates`` chain links,
-comparing at most ``max_depth`` tokens for each, so its cost does not grow with the history.
-Why it is small: 4 + 4 bytes a token in the ring plus 16 in a head table twice its size.
+Why two levels: the occurrences of a 2-token anchor in code ("self .") are many, and the
+one that continues the current line may be far back; the long anchor's occurrences are few
+and all match at least ``long_match`` tokens, so it is looked up first.
+Why this is fast: a step inserts one anchor per level and walks at most ``max_candidates``
+chain links, comparing at most ``max_depth`` tokens for each, so its cost does not grow
+with the history.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from numba import njit
 
 EMPTY = -1
 SEP = -1
-START, END, USED = 0, 1, 2
+START, END, USED_SHORT, USED_LONG = 0, 1, 2, 3
 MAX_LOAD = 0.75
 
 
@@ -59,8 +64,8 @@ def _same_anchor(tokens, mask, x, y, a):
 
 
 @njit(cache=True)
-def _insert(tokens, prev, head, state, e, a):
-    """Index the anchor ending at global position ``e`` (its continuation exists)."""
+def _insert(tokens, prev, head, state, used, e, a):
+    """Index the anchor of ``a`` tokens ending at global position ``e`` (its continuation exists)."""
     mask = tokens.shape[0] - 1
     hmask = head.shape[0] - 1
     start = state[START]
@@ -83,7 +88,7 @@ def _insert(tokens, prev, head, state, e, a):
         head[free] = e
     else:
         head[slot] = e
-        state[USED] += 1
+        state[used] += 1
 
 
 @njit(cache=True, inline="always")
@@ -97,37 +102,45 @@ def _indexable(tokens, mask, start, e, a):
 
 
 @njit(cache=True)
-def append(tokens, prev, head, state, new_tokens, a, separator):
+def _index(tokens, prev_s, head_s, prev_l, head_l, state, e, a_s, a_l):
+    mask = tokens.shape[0] - 1
+    start = state[START]
+    if _indexable(tokens, mask, start, e, a_s):
+        _insert(tokens, prev_s, head_s, state, USED_SHORT, e, a_s)
+        if a_l > 0 and _indexable(tokens, mask, start, e, a_l):
+            _insert(tokens, prev_l, head_l, state, USED_LONG, e, a_l)
+
+
+@njit(cache=True)
+def append(tokens, prev_s, head_s, prev_l, head_l, state, new_tokens, a_s, a_l, separator):
     """Append ``new_tokens`` (then a SEP when ``separator``) and index new continuations.
 
     The caller guarantees room: ``end - start + len(new_tokens) + separator <= len(tokens)``
-    and a head table below its load limit.
+    and head tables below their load limit. ``a_l == 0`` turns the long level off.
     """
     mask = tokens.shape[0] - 1
-    start = state[START]
     for i in range(new_tokens.shape[0]):
         g = state[END]
         tokens[g & mask] = new_tokens[i]
-        if _indexable(tokens, mask, start, g - 1, a):
-            _insert(tokens, prev, head, state, g - 1, a)
+        _index(tokens, prev_s, head_s, prev_l, head_l, state, g - 1, a_s, a_l)
         state[END] = g + 1
     if separator:
         g = state[END]
         tokens[g & mask] = SEP
-        prev[g & mask] = 0
         state[END] = g + 1
 
 
 @njit(cache=True)
-def rebuild(tokens, prev, head, state, a):
+def rebuild(tokens, prev_s, head_s, prev_l, head_l, state, a_s, a_l):
     """Re-index the live window from scratch (after growth, or to sweep stale head slots)."""
-    head[:] = EMPTY
-    state[USED] = 0
+    head_s[:] = EMPTY
+    head_l[:] = EMPTY
+    state[USED_SHORT] = 0
+    state[USED_LONG] = 0
     mask = tokens.shape[0] - 1
-    start = state[START]
-    for g in range(start + 1, state[END]):
-        if tokens[g & mask] != SEP and _indexable(tokens, mask, start, g - 1, a):
-            _insert(tokens, prev, head, state, g - 1, a)
+    for g in range(state[START] + 1, state[END]):
+        if tokens[g & mask] != SEP:
+            _index(tokens, prev_s, head_s, prev_l, head_l, state, g - 1, a_s, a_l)
 
 
 @njit(cache=True)
@@ -152,19 +165,28 @@ def _find(tokens, head, state, query, q, a):
 
 
 @njit(cache=True)
-def draft(tokens, prev, head, state, query, q, a, max_depth, max_candidates, max_tokens,
-          spec_factor, spec_offset, min_token_prob, out):
+def draft(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, max_candidates,
+          max_tokens, spec_factor, spec_offset, min_token_prob, out):
     """Draft from the index for a context whose last ``q`` tokens are ``query[:q]``.
 
-    Among the ``max_candidates`` most recent occurrences of the context's last ``a`` tokens,
-    the ones with the longest match (at most ``max_depth``) vote, token by token, on the
+    The candidates are the ``max_candidates`` most recent occurrences of the context's last
+    ``a_l`` tokens (the long anchor) or, when it never occurred, of its last ``a_s`` tokens.
+    Among them, the ones with the longest match (at most ``max_depth``) vote, token by token, on the
     continuation: the most frequent token wins (ties: the most recent occurrence), while the
     product of the winners' frequencies stays >= ``min_token_prob``. At most
     ``min(max_tokens, floor(spec_factor * match + spec_offset))`` tokens.
     Returns (tokens written to ``out``, score = expected accepted tokens, match length).
     """
-    if q < a:
+    if q < a_s:
         return 0, 0.0, 0
+    g = -1
+    prev = prev_s
+    if a_l > 0 and q >= a_l:
+        g = _find(tokens, head_l, state, query, q, a_l)
+        prev = prev_l
+    if g < state[START]:
+        g = _find(tokens, head_s, state, query, q, a_s)
+        prev = prev_s
     mask = tokens.shape[0] - 1
     start = state[START]
     end = state[END]
@@ -172,7 +194,6 @@ def draft(tokens, prev, head, state, query, q, a, max_depth, max_candidates, max
     lengths = np.empty(max_candidates, dtype=np.int64)
     found = 0
     best = 0
-    g = _find(tokens, head, state, query, q, a)
     depth_cap = min(max_depth, q)
     while g >= start and found < max_candidates:
         m = 0

@@ -1,8 +1,9 @@
 """``suffix``: suffix lookup over the request and over a cache of finished requests.
 
-Both sources are searched the same way: the occurrences of the context's last ``min_match``
-tokens (most recent first, at most ``max_candidates``) are extended backwards to find the
-longest match (at most ``max_depth`` tokens); the occurrences with that longest match vote
+Both sources are searched the same way: the occurrences of the context's last ``long_match``
+tokens or, when those never occurred, of its last ``min_match`` tokens (most recent first, at
+most ``max_candidates``) are extended backwards to find the longest match (at most
+``max_depth`` tokens); the occurrences with that longest match vote
 token by token on the continuation, as in suffix decoding (arXiv 2411.04975): the most
 frequent token wins while the product of the winners' frequencies stays at or above
 ``min_token_prob``, and the draft may grow to ``max_spec_factor * match + max_spec_offset``
@@ -34,7 +35,8 @@ __all__ = ["ReferenceSuffixProposer", "SuffixOptions", "SuffixProposer"]
 
 class SuffixOptions(MethodOptions):
     max_depth: int = Field(32, ge=1, le=1024, description="longest suffix matched, in tokens")
-    min_match: int = Field(2, ge=1, le=64, description="shortest suffix that may draft (the lookup anchor)")
+    min_match: int = Field(2, ge=1, le=64, description="shortest suffix that may draft (the short anchor)")
+    long_match: int = Field(8, ge=0, le=256, description="long anchor, looked up first (0: off)")
     max_candidates: int = Field(32, ge=1, le=4096, description="most recent occurrences that vote")
     max_tokens: int = Field(16, ge=1, le=1024, description="most tokens in one draft")
     max_spec_factor: float = Field(1.0, ge=0, description="draft length may grow to this times the match length")
@@ -51,7 +53,16 @@ class SuffixOptions(MethodOptions):
             raise ValueError(
                 f"min_match = {self.min_match} is larger than max_depth = {self.max_depth}; need min_match <= max_depth"
             )
+        if self.long_match and not self.min_match < self.long_match <= self.max_depth:
+            raise ValueError(
+                f"long_match = {self.long_match} must be 0 (off) or between min_match + 1 = {self.min_match + 1} "
+                f"and max_depth = {self.max_depth}"
+            )
         return self
+
+    @property
+    def anchors(self) -> tuple[int, int]:
+        return self.min_match, self.long_match
 
 
 class SuffixProposer(Proposer):
@@ -69,11 +80,11 @@ class SuffixProposer(Proposer):
         super().__init__()
         self.options = options
         self._requests: dict[RequestId, RequestIndex] = {}
-        self.cache = GlobalCache(options.max_cached_requests, options.max_cache_bytes, options.min_match)
+        self.cache = GlobalCache(options.max_cached_requests, options.max_cache_bytes, options.anchors)
         self._out = np.empty(options.max_tokens, dtype=np.int32)
 
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
-        self._requests[request_id] = RequestIndex(prompt, self.options.min_match)
+        self._requests[request_id] = RequestIndex(prompt, self.options.anchors)
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         index = self._requests[request_id]
@@ -103,15 +114,12 @@ class SuffixProposer(Proposer):
 # --------------------------------------------------------------------------- reference
 
 
-def _reference_draft(
-    history: Sequence[Sequence[int]], query: list[int], options: SuffixOptions, max_tokens: int
-) -> tuple[tuple[int, ...], float]:
-    """The same rule as the kernel, by brute force over ``history`` (oldest sequence first)."""
-    a = options.min_match
-    if len(query) < a:
-        return (), 0.0
+def _occurrences(
+    history: Sequence[Sequence[int]], query: list[int], a: int, options: SuffixOptions
+) -> list[tuple[int, list[int]]]:
+    """(match length, continuation) of the most recent occurrences of the query's last ``a`` tokens."""
     anchor = query[-a:]
-    candidates: list[tuple[int, list[int]]] = []  # (match length, continuation), most recent first
+    found: list[tuple[int, list[int]]] = []
     for sequence in reversed(history):
         for e in range(len(sequence) - 2, a - 2, -1):
             if list(sequence[e - a + 1 : e + 1]) != anchor:
@@ -119,11 +127,23 @@ def _reference_draft(
             m = 0
             while m < min(options.max_depth, len(query)) and e - m >= 0 and sequence[e - m] == query[-1 - m]:
                 m += 1
-            candidates.append((m, list(sequence[e + 1 :])))
-            if len(candidates) == options.max_candidates:
-                break
-        if len(candidates) == options.max_candidates:
-            break
+            found.append((m, list(sequence[e + 1 :])))
+            if len(found) == options.max_candidates:
+                return found
+    return found
+
+
+def _reference_draft(
+    history: Sequence[Sequence[int]], query: list[int], options: SuffixOptions, max_tokens: int
+) -> tuple[tuple[int, ...], float]:
+    """The same rule as the kernel, by brute force over ``history`` (oldest sequence first)."""
+    if len(query) < options.min_match:
+        return (), 0.0
+    candidates: list[tuple[int, list[int]]] = []  # (match length, continuation), most recent first
+    if options.long_match and len(query) >= options.long_match:
+        candidates = _occurrences(history, query, options.long_match, options)
+    if not candidates:
+        candidates = _occurrences(history, query, options.min_match, options)
     if not candidates:
         return (), 0.0
     best = max(m for m, _ in candidates)
