@@ -29,6 +29,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "specplug.hybrid": "specplug.proposers.hybrid",
     "specplug.adaptive": "specplug.proposers.adaptive",
     "specplug.cli.bench": "specplug.cli._bench",
+    "specplug.cli.perf": "specplug.cli._perf",
     "specplug.cli.trace": "specplug.cli._trace",
     "specplug.cli.calibrate": "specplug.cli._calibrate",
     "specplug.cli.preset": "specplug.cli._preset",

@@ -1,0 +1,150 @@
+"""``specplug perf``: per-step time and memory of the proposers, beside vLLM's NgramProposer."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specplug._errors import InvalidOptionError
+from specplug._hookimpl import hookimpl
+
+#: the table's columns, in order (the smoke test checks them)
+COLUMNS = (
+    "proposer",
+    "workload",
+    "context",
+    "median µs",
+    "p90 µs",
+    "spread",
+    "× vLLM",
+    "target",
+    "acc/step",
+    "drafted",
+    "B/token",
+    "cache / cap",
+    "start ms",
+)
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = []
+    for part in _names(text):
+        scale = 1024 if part.lower().endswith("k") else 1
+        try:
+            sizes.append(int(part[:-1] if scale > 1 else part) * scale)
+        except ValueError:
+            raise InvalidOptionError(f"--contexts {text!r}: {part!r} is not a size such as 8k or 65536") from None
+    if not sizes:
+        raise InvalidOptionError(f"--contexts {text!r}: give at least one context size, such as 8k,64k")
+    return sizes
+
+
+def _mib(value: int | None) -> str:
+    return "-" if value is None else f"{value / (1 << 20):.2f}M"
+
+
+def _table(report) -> Table:
+    settings = report.settings
+    table = Table(
+        title=f"specplug perf: propose + extend per request step ({settings['repeats']} repeats, "
+        f"k = {settings['max_tokens']}, one thread)",
+        caption="median and p90 over all steps of a run, then the median over repeats; spread = (max - min) / median "
+        "of the repeats' medians; × vLLM = median / vLLM NgramProposer's median on the same steps",
+    )
+    for column in COLUMNS:
+        table.add_column(column, justify="left" if column in ("proposer", "workload") else "right")
+    for row in report.rows:
+        target = "-" if row.meets_target is None else ("[green]ok[/]" if row.meets_target else "[red]over[/]")
+        cache = "-" if row.cache_bytes is None else f"{_mib(row.cache_bytes)} / {_mib(row.cache_cap_bytes)}"
+        table.add_row(
+            row.proposer,
+            row.workload,
+            f"{row.context_tokens // 1024}k" if row.context_tokens % 1024 == 0 else str(row.context_tokens),
+            f"{row.median_us:.1f}",
+            f"{row.p90_us:.1f}",
+            f"{row.spread_pct:.0f}%",
+            "-" if row.ratio_to_vllm is None else f"{row.ratio_to_vllm:.3f}",
+            target if row.target_us is None else f"{target} ≤{row.target_us:g}",
+            f"{row.accepted_per_step:.2f}",
+            f"{100 * row.drafted_share:.0f}%",
+            "-" if row.state_bytes_per_token is None else f"{row.state_bytes_per_token:.1f}",
+            cache,
+            f"{row.start_ms:.1f}",
+        )
+    return table
+
+
+def perf_command(
+    contexts: str = typer.Option("8k,64k", "--contexts", help="context sizes in tokens, comma-separated (8k = 8192)"),
+    steps: int = typer.Option(2000, "--steps", min=1, help="request steps timed per run"),
+    repeats: int = typer.Option(3, "--repeats", min=1, help="runs per proposer, workload and size"),
+    max_tokens: int = typer.Option(8, "--max-tokens", "-k", min=1, max=64, help="k: most draft tokens per step"),
+    workloads: str = typer.Option("code-edit,text", "--workloads", help="workloads, comma-separated: code-edit, text"),
+    methods: str = typer.Option("ngram,suffix", "--methods", help="specplug methods, comma-separated"),
+    peers: str = typer.Option(
+        "vllm-ngram", "--peers", help="peers timed in the same run, comma-separated ('' for none; see specplug.peers)"
+    ),
+    cap_check: bool = typer.Option(True, "--cap-check/--no-cap-check", help="also push outputs through a 1 MiB suffix cache"),
+    cpu: int = typer.Option(None, "--cpu", min=0, help="pin this process to one CPU (less noise)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of the table"),
+    json_out: Path = typer.Option(None, "--json-out", help="also write the JSON here"),
+) -> None:
+    """Time propose + extend per request step at long contexts, with memory, beside vLLM's NgramProposer."""
+    from specplug.perf import WORKLOADS, run_perf
+
+    chosen = _names(workloads)
+    unknown = [name for name in chosen if name not in WORKLOADS]
+    if unknown or not chosen:
+        raise InvalidOptionError(f"--workloads {workloads!r}: unknown {unknown}; valid: {', '.join(WORKLOADS)}")
+    if cpu is not None:
+        try:
+            import os
+
+            os.sched_setaffinity(0, {cpu})
+        except (AttributeError, OSError) as error:
+            raise InvalidOptionError(f"--cpu {cpu}: cannot pin to that CPU ({error})") from None
+    console = Console(stderr=True)
+    with console.status("measuring") as status:
+        report = run_perf(
+            _sizes(contexts),
+            workloads=chosen,
+            methods=_names(methods),
+            peers=_names(peers),
+            steps=steps,
+            repeats=repeats,
+            max_tokens=max_tokens,
+            cap_check=cap_check,
+            progress=lambda message: status.update(message),
+        )
+    data = report.to_json()
+    if json_out is not None:
+        json_out.write_text(json.dumps(data, indent=2) + "\n")
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        return
+    out = Console(width=max(Console().width, 150))
+    out.print(_table(report))
+    machine = report.machine
+    out.print(f"machine: {machine['cpu']}, {machine['cores']} cores, Python {machine['python']}, specplug {machine['specplug']}")
+    check = report.cache_check
+    if check is not None:
+        verdict = "[green]within the cap[/]" if check.within_cap else "[red]ABOVE THE CAP[/]"
+        out.print(
+            f"suffix cache cap check: {check.requests} requests x {check.tokens_per_request} output tokens into a "
+            f"{_mib(check.cap_bytes)} cap: peak {_mib(check.peak_bytes)} ({check.peak_bytes} B), {verdict}; "
+            f"{check.cached_requests} requests kept at the end"
+        )
+
+
+@hookimpl
+def specplug_add_commands(app: typer.Typer) -> None:
+    app.command("perf")(perf_command)
