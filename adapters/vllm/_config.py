@@ -1,0 +1,233 @@
+"""Turning a speculative config that names ``specplug.<method>`` into one vLLM validates.
+
+vLLM's ``SpeculativeConfig`` accepts a fixed list of methods and forbids unknown keys, so a
+specplug method travels as vLLM's own ``custom_class`` method (drafter =
+:class:`~specplug_adapters.vllm.SpecplugDrafter`), or, for ``hybrid``, as the model's own
+neural method (MTP/EAGLE/draft model) with specplug's overlay on top. Which specplug method
+runs, and its options, travel in ``additional_config["specplug"]``: the one channel vLLM
+hands unchanged to every process (see :data:`SECTION`).
+
+Everything here works on plain dicts and imports no vLLM, so it is tested without an engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import specplug
+from specplug import Draft, Proposer, RequestId
+from specplug._errors import InvalidOptionError, UnknownMethodError
+
+__all__ = [
+    "ADAPTER_KEYS",
+    "DRAFTER_PATH",
+    "NEURAL_METHODS",
+    "PREFIX",
+    "SECTION",
+    "DrafterSettings",
+    "create_method",
+    "read_settings",
+    "specplug_method",
+    "translate",
+    "vllm_method_names",
+]
+
+#: method names as vLLM sees them: ``specplug.suffix`` for specplug's ``suffix``
+PREFIX = "specplug."
+#: the key of ``additional_config`` that carries the method and its options to every process
+SECTION = "specplug"
+#: the custom_class drafter that runs every lookup method
+DRAFTER_PATH = "specplug_adapters.vllm.SpecplugDrafter"
+#: keys of the specplug section that configure the adapter rather than the method
+ADAPTER_KEYS = frozenset({"method", "neural", "stats_file", "stats_interval"})
+#: vLLM methods whose drafts ``specplug.hybrid`` can overlay (the model's own drafter)
+NEURAL_METHODS = ("mtp", "eagle", "eagle3", "draft_model")
+#: options a method gets when the user gives none, so ``--spec-method specplug.X`` alone works
+DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {"adaptive": {"candidates": ["suffix", "ngram"]}}
+
+
+def specplug_method(value: object) -> str | None:
+    """The specplug method named by a vLLM method string, or None when it names none.
+
+    >>> specplug_method("specplug.suffix"), specplug_method("ngram")
+    ('suffix', None)
+    """
+    if isinstance(value, str) and value.startswith(PREFIX):
+        return value[len(PREFIX) :]
+    return None
+
+
+def vllm_method_names() -> list[str]:
+    """Every registered specplug method as vLLM spells it (``specplug.<name>``), sorted."""
+    return [PREFIX + name for name in specplug.methods()]
+
+
+class DrafterSettings:
+    """What a drafter reads from ``additional_config["specplug"]``: method, options, stats."""
+
+    def __init__(
+        self,
+        method: str,
+        options: dict[str, Any],
+        *,
+        neural: str | None = None,
+        stats_file: str | None = None,
+        stats_interval: float = 30.0,
+    ) -> None:
+        self.method = method
+        self.options = options
+        self.neural = neural
+        self.stats_file = stats_file
+        self.stats_interval = stats_interval
+
+    def __repr__(self) -> str:
+        return f"DrafterSettings(method={self.method!r}, options={self.options!r}, neural={self.neural!r})"
+
+
+def read_settings(additional_config: Mapping[str, Any] | None, default_method: str = "suffix") -> DrafterSettings:
+    """Parse ``additional_config["specplug"]``; a bad value raises naming it and what is valid."""
+    section = _section(additional_config)
+    method = section.get("method", default_method)
+    if specplug_method(method) is not None:
+        method = specplug_method(method)
+    if not isinstance(method, str) or method not in specplug.methods():
+        raise UnknownMethodError(method, specplug.methods())
+    interval = section.get("stats_interval", 30.0)
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval < 0:
+        raise InvalidOptionError(
+            f"additional_config['{SECTION}']['stats_interval'] = {interval!r} is not valid; use seconds >= 0"
+        )
+    stats_file = section.get("stats_file")
+    if stats_file is not None and not isinstance(stats_file, str):
+        raise InvalidOptionError(
+            f"additional_config['{SECTION}']['stats_file'] = {stats_file!r} is not valid; use a path string"
+        )
+    neural = section.get("neural")
+    options = {key: value for key, value in section.items() if key not in ADAPTER_KEYS}
+    for key, value in DEFAULT_OPTIONS.get(method, {}).items():
+        options.setdefault(key, value)
+    return DrafterSettings(method, options, neural=neural, stats_file=stats_file, stats_interval=float(interval))
+
+
+def create_method(settings: DrafterSettings, neural: Proposer | None = None) -> Proposer:
+    """Create the configured specplug proposer; ``neural`` is the engine's drafter for ``hybrid``."""
+    options = dict(settings.options)
+    if settings.method == "hybrid":
+        if neural is None:
+            raise InvalidOptionError(
+                "specplug.hybrid overlays lookup drafts on the model's own MTP/EAGLE/draft-model drafts, "
+                "so it cannot run as a custom_class drafter; use --speculative-config "
+                "'{\"method\": \"specplug.hybrid\", ...}' with the specplug vLLM plugin enabled"
+            )
+        options["neural"] = neural
+    return specplug.create(settings.method, **options)
+
+
+def translate(
+    speculative_config: Mapping[str, Any],
+    additional_config: Mapping[str, Any] | None,
+    vllm_fields: Iterable[str],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Rewrite a speculative config naming ``specplug.<method>`` for vLLM; others pass unchanged.
+
+    Keys of ``speculative_config`` that are not ``SpeculativeConfig`` fields (``vllm_fields``),
+    and those of a nested ``"specplug"`` dict, are the method's options; they join (and win
+    over) those in ``additional_config["specplug"]``. Options are checked here, in the process
+    that parses the config, by creating the method once, so a mistake fails before any worker
+    starts. Returns new dicts ``(speculative_config, additional_config)``.
+
+    >>> spec, extra = translate({"method": "specplug.ngram", "num_speculative_tokens": 4, "max_n": 3},
+    ...                         None, ["method", "model", "num_speculative_tokens"])
+    >>> spec["method"], spec["model"], extra["specplug"]
+    ('custom_class', 'specplug_adapters.vllm.SpecplugDrafter', {'method': 'ngram', 'max_n': 3})
+    """
+    spec = {str(key).replace("-", "_"): value for key, value in speculative_config.items()}
+    extra = dict(additional_config or {})
+    name = specplug_method(spec.get("method"))
+    if name is None:
+        return spec, extra
+    if name not in specplug.methods():
+        raise UnknownMethodError(PREFIX + name, vllm_method_names())
+    fields = set(vllm_fields)
+    section = dict(_section(extra))
+    nested = spec.pop(SECTION, {})
+    if not isinstance(nested, Mapping):
+        raise InvalidOptionError(f"speculative_config['{SECTION}'] = {nested!r:.60} is not a dict of specplug options")
+    given_method = section.pop("method", None)
+    if given_method is not None and (specplug_method(given_method) or given_method) != name:
+        raise InvalidOptionError(
+            f"speculative_config method {PREFIX + name!r} and additional_config['{SECTION}']['method'] = "
+            f"{given_method!r} disagree; give the method in one place"
+        )
+    section.update(nested)
+    section.update({key: spec.pop(key) for key in list(spec) if key not in fields})
+    section["method"] = name
+    if name == "hybrid":
+        spec = _as_neural(spec, section)
+    else:
+        if spec.get("model") not in (None, DRAFTER_PATH):
+            raise InvalidOptionError(
+                f"specplug method {PREFIX + name!r} drafts from the text itself and takes no model; "
+                f"got model = {spec['model']!r}. Remove it, or use specplug.hybrid with a draft model"
+            )
+        spec["method"] = "custom_class"
+        spec["model"] = DRAFTER_PATH
+    settings = read_settings({SECTION: section})
+    create_method(settings, _NoDrafts() if name == "hybrid" else None)  # options checked here, once
+    extra[SECTION] = section
+    return spec, extra
+
+
+def _as_neural(spec: dict[str, Any], section: dict[str, Any]) -> dict[str, Any]:
+    """A hybrid config for vLLM: its own neural method, which the overlay then edits.
+
+    MTP and EAGLE draft after vLLM's bookkeeping on CPU lists with
+    ``disable_padded_drafter_batch`` (set here unless the user chose otherwise), the cheapest
+    place to overlay; a draft model needs vLLM's padded batch, which the overlay also reads.
+    """
+    neural = section.get("neural")
+    if neural is None:
+        # no model: the target's own MTP layers; a model: vLLM detects eagle/eagle3/draft_model
+        neural = "mtp" if spec.get("model") is None else None
+    elif neural not in NEURAL_METHODS:
+        raise InvalidOptionError(
+            f"specplug.hybrid option neural = {neural!r} is not valid; use one of {', '.join(NEURAL_METHODS)}"
+        )
+    if neural is None:
+        del spec["method"]
+    else:
+        spec["method"] = neural
+    if neural in ("mtp", "eagle", "eagle3"):
+        spec.setdefault("disable_padded_drafter_batch", True)
+    section["neural"] = neural
+    return spec
+
+
+def _section(additional_config: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    section = (additional_config or {}).get(SECTION, {})
+    if not isinstance(section, Mapping):
+        raise InvalidOptionError(
+            f"additional_config['{SECTION}'] = {section!r:.60} is not valid; use a dict of specplug settings "
+            "such as {\"method\": \"suffix\", \"max_depth\": 24}"
+        )
+    return section
+
+
+class _NoDrafts(Proposer):
+    """Stands in for the engine's neural drafter while options are checked; never drafts."""
+
+    name = "neural"
+    draft_kind = "neural"
+
+    def _start(self, request_id: RequestId, prompt: Any) -> None:
+        pass
+
+    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
+        return self.empty_draft()
+
+    def _extend(self, request_id: RequestId, tokens: Any) -> None:
+        pass
+
+    def _stop(self, request_id: RequestId) -> None:
+        pass

@@ -1,0 +1,208 @@
+"""The vLLM general plugin: ``specplug.<method>`` names for vLLM's speculative config and CLI.
+
+vLLM calls :func:`register` in every process it starts (API server, engine core, workers),
+before it parses arguments. Each concern is patched in exactly one place, by wrapping one
+vLLM function and calling through to it:
+
+=========================  ==============================================  ======================
+concern                    wrapped                                         when
+=========================  ==============================================  ======================
+config: method names,      ``EngineArgs.create_speculative_config``        at register
+options, errors            (rewrites the dict before vLLM validates it)
+CLI: ``--spec-method``     ``EngineArgs.add_cli_args``                     at register
+choices                    (adds ``specplug.*`` to the parsed choices)
+hybrid overlay             ``GPUModelRunner.propose_draft_token_ids``      when the runner module
+                           (CPU runner inherits it)                        is first imported
+=========================  ==============================================  ======================
+
+Lookup methods need nothing else: they run as vLLM's own ``custom_class`` drafter. The
+plugin writes no state onto vLLM objects; the overlay keeps its per-runner state in a
+``WeakKeyDictionary``. ``SPECPLUG_VLLM_PLUGIN=0`` switches it all off (vLLM's
+``VLLM_PLUGINS`` allow-list works too); :func:`register` runs once per process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import os
+import threading
+import weakref
+from typing import Any
+
+from specplug_adapters.vllm import _config
+from specplug_adapters.vllm._compat import installed_vllm_version, version_problem
+from specplug_adapters.vllm._import_hook import when_imported
+from specplug_adapters.vllm._stats import LOGGER_NAME
+
+__all__ = ["DISABLE_ENV", "RUNNER_MODULE", "installed", "register"]
+
+log = logging.getLogger(LOGGER_NAME)
+
+#: set to 0/false/off/no to keep the plugin from patching anything
+DISABLE_ENV = "SPECPLUG_VLLM_PLUGIN"
+#: the module of the V1 model runner, whose drafting step the hybrid overlay wraps
+RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
+#: marks a vLLM function as wrapped by this plugin (so a second register() leaves it alone)
+_MARK = "__specplug_wraps__"
+
+_lock = threading.Lock()
+_installed: set[str] = set()
+
+
+def installed() -> frozenset[str]:
+    """The concerns patched in this process: ``config``, ``cli``, ``hybrid`` (empty when off)."""
+    return frozenset(_installed)
+
+
+def register() -> None:
+    """vLLM's entry point (``vllm.general_plugins``): idempotent, never raises into vLLM."""
+    with _lock:
+        if os.environ.get(DISABLE_ENV, "1").strip().lower() in ("0", "false", "off", "no"):
+            log.info("specplug vLLM plugin switched off by %s", DISABLE_ENV)
+            return
+        if _installed:
+            return
+        problem = version_problem(installed_vllm_version())
+        if problem:
+            log.warning("specplug: %s", problem)
+        for concern, install in (("config", _install_config), ("cli", _install_cli)):
+            try:
+                install()
+                _installed.add(concern)
+            except Exception:  # noqa: BLE001 - a plugin that raises here stops vLLM itself
+                log.error("specplug: could not install its %s support into vLLM; it stays off", concern,
+                          exc_info=True)
+        when_imported(RUNNER_MODULE, _install_hybrid)
+
+
+# ------------------------------------------------------------------------------ config
+def _install_config() -> None:
+    from vllm.config import SpeculativeConfig
+    from vllm.engine.arg_utils import EngineArgs
+
+    original = EngineArgs.create_speculative_config
+    if getattr(original, _MARK, False):
+        return
+    fields = frozenset(field.name for field in dataclasses.fields(SpeculativeConfig))
+
+    @functools.wraps(original)
+    def create_speculative_config(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _translate_engine_args(self, fields)
+        return original(self, *args, **kwargs)
+
+    setattr(create_speculative_config, _MARK, True)
+    EngineArgs.create_speculative_config = create_speculative_config
+
+
+def _translate_engine_args(args: Any, fields: frozenset[str]) -> None:
+    """Rewrite ``args.speculative_config`` (and ``--spec-*`` flags) naming a specplug method."""
+    spec = dict(args.speculative_config or {})
+    flags = (("--spec-method", "method", "spec_method"), ("--spec-model", "model", "spec_model"),
+             ("--spec-tokens", "num_speculative_tokens", "spec_tokens"))
+    method = getattr(args, "spec_method", None) or spec.get("method")
+    if _config.specplug_method(method) is None:
+        return
+    # vLLM merges the --spec-* flags into the dict itself; done here first, with its error
+    for flag, key, attribute in flags:
+        value = getattr(args, attribute, None)
+        if value is None:
+            continue
+        if key in spec:
+            raise ValueError(f"{flag} and --speculative-config['{key}'] are mutually exclusive")
+        spec[key] = value
+        setattr(args, attribute, None)
+    spec, extra = _config.translate(spec, args.additional_config, fields)
+    args.speculative_config = spec
+    args.additional_config = extra
+    if extra[_config.SECTION]["method"] == "hybrid":
+        _prefer_v1_runner()
+
+
+def _prefer_v1_runner() -> None:
+    """The overlay wraps the V1 model runner; vLLM 0.33 picks V2 for MTP/EAGLE on GPUs."""
+    value = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
+    if value is not None and value.strip().lower() in ("1", "true"):
+        raise ValueError(
+            "specplug.hybrid overlays drafts in vLLM's V1 model runner, but VLLM_USE_V2_MODEL_RUNNER="
+            f"{value} asks for V2; unset it"
+        )
+    os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"  # read by the engine processes started next
+
+
+# --------------------------------------------------------------------------------- CLI
+def _install_cli() -> None:
+    from vllm.engine.arg_utils import EngineArgs
+
+    original = EngineArgs.add_cli_args
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def add_cli_args(parser: Any, *args: Any, **kwargs: Any) -> Any:
+        parser = original(parser, *args, **kwargs)
+        _widen_choices(parser, "--spec-method", _config.vllm_method_names())
+        return parser
+
+    setattr(add_cli_args, _MARK, True)
+    EngineArgs.add_cli_args = staticmethod(add_cli_args)
+
+
+def _widen_choices(parser: Any, option: str, names: list[str]) -> None:
+    """Add ``names`` to the choices of ``option`` (argparse checks choices at parse time)."""
+    action = parser._option_string_actions.get(option)
+    if action is None or action.choices is None:
+        return
+    choices = list(action.choices)
+    action.choices = choices + [name for name in names if name not in choices]
+
+
+# ------------------------------------------------------------------------------ hybrid
+_overlays: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _install_hybrid(module: Any) -> None:
+    try:
+        runner_class = module.GPUModelRunner
+        original = runner_class.propose_draft_token_ids
+    except AttributeError:
+        log.error("specplug: %s.GPUModelRunner.propose_draft_token_ids is missing; specplug.hybrid is off",
+                  RUNNER_MODULE)
+        return
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def propose_draft_token_ids(self: Any, scheduler_output: Any, sampled_token_ids: Any, *args: Any,
+                                **kwargs: Any) -> Any:
+        drafts = original(self, scheduler_output, sampled_token_ids, *args, **kwargs)
+        overlay = _overlay_for(self)
+        if overlay is None:
+            return drafts
+        num_tokens = getattr(scheduler_output, "num_spec_tokens_to_schedule", 0) or self.num_spec_tokens
+        return overlay.apply(self, int(num_tokens), sampled_token_ids, drafts)
+
+    setattr(propose_draft_token_ids, _MARK, True)
+    runner_class.propose_draft_token_ids = propose_draft_token_ids
+    _installed.add("hybrid")
+
+
+def _overlay_for(runner: Any) -> Any:
+    """The runner's hybrid overlay, made on first use; None when it runs no specplug.hybrid."""
+    try:
+        return _overlays[runner]
+    except KeyError:
+        pass
+    overlay = None
+    config = getattr(runner, "vllm_config", None)
+    section = (getattr(config, "additional_config", None) or {}).get(_config.SECTION) or {}
+    if section.get("method") == "hybrid" and getattr(config, "speculative_config", None) is not None:
+        if config.speculative_config.method == "custom_class":
+            overlay = None  # the custom_class drafter refuses hybrid with a clear error
+        else:
+            from specplug_adapters.vllm._hybrid import HybridOverlay
+
+            overlay = HybridOverlay(config)
+    _overlays[runner] = overlay
+    return overlay
