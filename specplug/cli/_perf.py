@@ -71,7 +71,7 @@ def _table(report) -> Table:
             f"{row.context_tokens // 1024}k" if row.context_tokens % 1024 == 0 else str(row.context_tokens),
             f"{row.median_us:.1f}",
             f"{row.p90_us:.1f}",
-            f"{row.spread_pct:.0f}%",
+            f"{row.spread_pct:.0f}%" if settings["repeats"] > 1 else "-",
             "-" if row.ratio_to_vllm is None else f"{row.ratio_to_vllm:.3f}",
             target if row.target_us is None else f"{target} ≤{row.target_us:g}",
             f"{row.accepted_per_step:.2f}",
