@@ -24,7 +24,14 @@ from specplug_adapters.llamacpp._errors import (
     ModelNotFoundError,
     ServerError,
 )
-from specplug_adapters.llamacpp._measure import Measurement, Setting, first_divergence, measure_settings
+from specplug_adapters.llamacpp._measure import (
+    Agreement,
+    Measurement,
+    Setting,
+    agreement,
+    first_divergence,
+    measure_settings,
+)
 from specplug_adapters.llamacpp._prompts import Prompt, load_prompts, shipped_prompts
 from specplug_adapters.llamacpp._server import Completion, LlamaServer, check_model
 from specplug_adapters.llamacpp._tune import DEFAULT_CANDIDATES, tune
@@ -35,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CANDIDATES",
+    "Agreement",
     "BinaryNotFoundError",
     "Completion",
     "FlagRejectedError",
@@ -47,6 +55,7 @@ __all__ = [
     "ServerError",
     "Setting",
     "SpecplugDraftModel",
+    "agreement",
     "check_flags",
     "check_model",
     "find_server",
