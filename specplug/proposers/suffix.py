@@ -35,11 +35,11 @@ __all__ = ["ReferenceSuffixProposer", "SuffixOptions", "SuffixProposer"]
 
 class SuffixOptions(MethodOptions):
     max_depth: int = Field(32, ge=1, le=1024, description="longest suffix matched, in tokens")
-    min_match: int = Field(2, ge=1, le=64, description="shortest suffix that may draft (the short anchor)")
-    long_match: int = Field(8, ge=0, le=256, description="long anchor, looked up first (0: off)")
-    max_candidates: int = Field(32, ge=1, le=4096, description="most recent occurrences that vote")
+    min_match: int = Field(1, ge=1, le=64, description="shortest suffix that may draft (the short anchor)")
+    long_match: int = Field(6, ge=0, le=256, description="long anchor, looked up first (0: off)")
+    max_candidates: int = Field(64, ge=1, le=4096, description="most recent occurrences that vote")
     max_tokens: int = Field(16, ge=1, le=1024, description="most tokens in one draft")
-    max_spec_factor: float = Field(1.0, ge=0, description="draft length may grow to this times the match length")
+    max_spec_factor: float = Field(4.0, ge=0, description="draft length may grow to this times the match length")
     max_spec_offset: float = Field(0.0, description="... plus this many tokens")
     min_token_prob: float = Field(0.1, ge=0, le=1, description="stop when a draft token's estimated probability falls below")
     global_cache: bool = Field(True, description="also look up the outputs of finished requests")
@@ -70,8 +70,8 @@ class SuffixProposer(Proposer):
 
     >>> p = SuffixProposer(SuffixOptions())
     >>> p.start("a", [1, 2, 3, 4, 5, 9, 1, 2])
-    >>> p.propose("a", 3).tokens
-    (3, 4)
+    >>> p.propose("a", 8).tokens  # a 2-token match drafts up to max_spec_factor * 2 tokens
+    (3, 4, 5, 9, 1, 2)
     """
 
     name = "suffix"
