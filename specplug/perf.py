@@ -29,9 +29,8 @@ import re
 import statistics
 import sysconfig
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -85,12 +84,20 @@ def _text_pieces() -> Iterator[str]:
                     yield from _TOKEN.findall(doc + "\n\n")
 
 
-@lru_cache(maxsize=4)
+_STREAMS: dict[str, np.ndarray] = {}
+
+
 def corpus_tokens(kind: str, count: int) -> np.ndarray:
-    """The first ``count`` token ids of the ``code`` or ``text`` stream (ids by first appearance)."""
+    """The first ``count`` token ids of the ``code`` or ``text`` stream (ids by first appearance).
+
+    Ids depend only on what came before, so a longer stream extends a shorter one.
+    """
     sources: dict[str, Callable[[], Iterator[str]]] = {"code": _code_pieces, "text": _text_pieces}
     if kind not in sources:
         raise InvalidOptionError(f"token stream {kind!r} is not known; valid: {', '.join(sources)}")
+    known = _STREAMS.get(kind)
+    if known is not None and len(known) >= count:
+        return known[:count]
     vocabulary: dict[str, int] = {}
     out = np.empty(count, dtype=np.int64)
     filled = 0
@@ -102,6 +109,7 @@ def corpus_tokens(kind: str, count: int) -> np.ndarray:
     if filled < count:
         raise SpecplugError(f"the {kind} stream of this Python's standard library has only {filled} tokens, not {count}")
     out.flags.writeable = False
+    _STREAMS[kind] = out
     return out
 
 
@@ -114,17 +122,22 @@ class Workload:
     continuation: np.ndarray
 
 
-def build_workload(name: str, context_tokens: int, continuation_tokens: int, seed: int = 0) -> Workload:
-    """The ``name`` workload with a context of ``context_tokens`` tokens (deterministic in ``seed``)."""
+def build_workload(
+    name: str, context_tokens: int, continuation_tokens: int, seed: int = 0, offset: int = 0
+) -> Workload:
+    """The ``name`` workload with a context of ``context_tokens`` tokens (deterministic in ``seed``).
+
+    ``offset`` skips that many tokens of the stream first (another part of the library).
+    """
     if name not in WORKLOADS:
         raise InvalidOptionError(f"workload {name!r} is not known; valid: {', '.join(WORKLOADS)}")
     if context_tokens < 64:
         raise InvalidOptionError(f"context of {context_tokens} tokens is too short; give at least 64")
     rng = np.random.default_rng(seed)
     if name == "text":
-        stream = corpus_tokens("text", context_tokens + continuation_tokens)
+        stream = corpus_tokens("text", offset + context_tokens + continuation_tokens)[offset:]
         return Workload(name, stream[:context_tokens].copy(), stream[context_tokens:].copy())
-    stream = corpus_tokens("code", context_tokens + continuation_tokens)
+    stream = corpus_tokens("code", offset + context_tokens + continuation_tokens)[offset:]
     context, fresh = stream[:context_tokens], stream[context_tokens:]
     answer: list[np.ndarray] = []
     length, cursor = 0, 0
@@ -225,7 +238,7 @@ class CacheCheck:
 
 
 def cache_cap_check(
-    create: Callable[..., Proposer], cap_bytes: int = 1 << 20, requests: int = 32, tokens_per_request: int = 8192
+    create: Callable[..., Proposer], cap_bytes: int = 1 << 20, requests: int = 64, tokens_per_request: int = 2048
 ) -> CacheCheck:
     """Run ``requests`` requests whose outputs total several times ``cap_bytes``; track the peak."""
     proposer = create("suffix", max_cache_bytes=cap_bytes)
@@ -322,15 +335,22 @@ def _p90(values: list[int]) -> float:
 class _Subject:
     name: str
     kind: str
-    proposer: Proposer
+    create: Callable[[], Proposer]
+    cache: tuple[int, int] | None = None  # the last measured proposer's global cache: bytes, cap
+
+
+#: unrelated finished requests run before each measured one (files far from the measured ones),
+#: so that global caches hold something, as in a serving engine, without the measured text
+PREFILL_REQUESTS = 4
+PREFILL_OFFSET = 600_000
 
 
 def run_perf(
-    contexts: list[int],
+    contexts: Sequence[int],
     *,
-    workloads: list[str] = list(WORKLOADS),
-    methods: list[str] = ("ngram", "suffix"),  # type: ignore[assignment]
-    peers: list[str] = ("vllm-ngram",),  # type: ignore[assignment]
+    workloads: Sequence[str] = WORKLOADS,
+    methods: Sequence[str] = ("ngram", "suffix"),
+    peers: Sequence[str] = ("vllm-ngram",),
     steps: int = 2000,
     repeats: int = 3,
     max_tokens: int = 8,
@@ -339,6 +359,8 @@ def run_perf(
 ) -> PerfReport:
     """Measure ``methods`` and ``peers`` on every workload and context size; see the module doc.
 
+    Every measured request runs on a fresh proposer whose global cache first receives
+    ``PREFILL_REQUESTS`` unrelated finished requests, so no run sees another's text.
     ``vllm-ngram`` is created with specplug ``ngram``'s ``min_n``/``max_n`` as its
     ``prompt_lookup_min``/``max`` and ``max_tokens`` as its ``num_speculative_tokens``.
     A peer that cannot be created raises (its error names the setup script).
@@ -346,13 +368,14 @@ def run_perf(
     import specplug
     from specplug.peers import create_peer
 
+    contexts = list(contexts)
     if not contexts or min(contexts) < 64:
         raise InvalidOptionError(f"contexts {contexts}: give context sizes of at least 64 tokens")
     if steps < 1 or repeats < 1 or max_tokens < 1:
         raise InvalidOptionError(f"steps={steps}, repeats={repeats}, max_tokens={max_tokens}: each must be >= 1")
     say = progress or (lambda _message: None)
-    subjects = [_Subject(name, "method", specplug.create(name)) for name in methods]
-    ngram_options = getattr(subjects[0].proposer, "options", None) if methods and methods[0] == "ngram" else None
+    subjects = [_Subject(name, "method", lambda name=name: specplug.create(name)) for name in methods]
+    ngram_options = getattr(specplug.create("ngram"), "options", None) if "ngram" in methods else None
     for name in peers:
         options: dict[str, Any] = {}
         if name == "vllm-ngram":
@@ -360,13 +383,20 @@ def run_perf(
             if ngram_options is not None:
                 options |= {"prompt_lookup_min": ngram_options.min_n, "prompt_lookup_max": ngram_options.max_n}
         say(f"creating peer {name}")
-        subjects.append(_Subject(name, "peer", create_peer(name, **options)))
+        create_peer(name, **options)  # fails early, with the setup hint, when the peer is missing
+        subjects.append(_Subject(name, "peer", lambda name=name, options=options: create_peer(name, **options)))
 
     continuation = steps * (max_tokens + 1) + 1
-    warm = build_workload("code-edit", 1024, 256 * (max_tokens + 1), seed=99)
-    for subject in subjects:  # compiles numba kernels and puts one finished request in each cache
-        say(f"warming up {subject.name}")
-        measure(subject.proposer, warm, ("warm-up", subject.name), 256, max_tokens)
+    prefill = [
+        build_workload("code-edit", 1024, 128 * (max_tokens + 1), seed=100 + index, offset=PREFILL_OFFSET + 8192 * index)
+        for index in range(PREFILL_REQUESTS)
+    ]
+
+    def fresh(subject: _Subject) -> Proposer:
+        proposer = subject.create()
+        for index, workload in enumerate(prefill):  # also compiles numba kernels on first use
+            measure(proposer, workload, ("prefill", index), 128, max_tokens)
+        return proposer
 
     timings: dict[tuple[str, str, int], list[Timing]] = {}
     for repeat in range(repeats):
@@ -375,13 +405,17 @@ def run_perf(
                 workload = build_workload(workload_name, size, continuation, seed=repeat)
                 for subject in subjects:  # interleaved, so that drift on a shared machine hits all alike
                     say(f"repeat {repeat + 1}/{repeats}: {subject.name} on {workload_name} at {size} tokens")
-                    key = (subject.name, workload_name, size)
-                    timing = measure(subject.proposer, workload, (repeat, workload_name, size), steps, max_tokens)
-                    timings.setdefault(key, []).append(timing)
+                    proposer = fresh(subject)
+                    timing = measure(proposer, workload, "measured", steps, max_tokens)
+                    timings.setdefault((subject.name, workload_name, size), []).append(timing)
+                    subject.cache = cache_usage(proposer)
+                    close = getattr(proposer, "close", None)
+                    if callable(close):
+                        close()
 
     rows = []
     for subject in subjects:
-        usage = cache_usage(subject.proposer)
+        usage = subject.cache
         for workload_name in workloads:
             for size in contexts:
                 runs = timings[(subject.name, workload_name, size)]
@@ -419,7 +453,8 @@ def run_perf(
         check = cache_cap_check(specplug.create)
     settings = {
         "contexts": contexts,
-        "workloads": workloads,
+        "workloads": list(workloads),
+        "prefill_requests": PREFILL_REQUESTS,
         "methods": list(methods),
         "peers": list(peers),
         "steps": steps,
