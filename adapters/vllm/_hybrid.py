@@ -129,10 +129,10 @@ class HybridOverlay:
                 chosen.append(engine_row)
                 continue
             self.engine_drafts.offer(request_id, engine_row)
-            faults = self.counters["faults"]
             draft = self.guard.propose(request_id, max(1, num_tokens))
-            # a faulting hybrid costs only specplug's choice: vLLM's own draft still goes out
-            chosen.append(engine_row if self.counters["faults"] != faults else list(draft.tokens))
+            # the hybrid drafts nothing only when it faulted (or its request was disabled by a
+            # fault): that costs only specplug's choice, vLLM's own draft still goes out
+            chosen.append(list(draft.tokens) or engine_row)
         return chosen
 
 
