@@ -102,6 +102,12 @@ class HelpOption:
     names: tuple[str, ...]
     hint: str
     choices: tuple[str, ...] = ()
+    description: str = ""
+
+    @property
+    def removed(self) -> bool:
+        """llama.cpp keeps removed flags in --help (and exits when one is given)."""
+        return "has been removed" in self.description
 
     @property
     def takes_value(self) -> bool:
@@ -122,23 +128,34 @@ _NAME = re.compile(r"(?:^|[\s,])(-{1,2}[A-Za-z0-9][\w.-]*)")
 @functools.lru_cache(maxsize=8)
 def help_options(help_text: str) -> dict[str, HelpOption]:
     """Every option name in the help text -> its :class:`HelpOption`."""
-    options: dict[str, HelpOption] = {}
+    entries: list[tuple[tuple[str, ...], str, list[str]]] = []  # names, hint, description lines
     for line in help_text.splitlines():
         match = _HEAD.match(line)
-        if not match:
-            continue
-        head = match.group(1)
-        names = tuple(_NAME.findall(head))
+        names = tuple(_NAME.findall(match.group(1))) if match else ()
         if not names:
+            if entries and line.startswith(" "):
+                entries[-1][2].append(line.strip())  # a continuation line of the description
             continue
+        head = match.group(1)  # type: ignore[union-attr]
         hint = head[head.rfind(names[-1]) + len(names[-1]) :].strip(" ,")
-        choices: tuple[str, ...] = ()
-        if hint.startswith("[") and hint.endswith("]") and "|" in hint:
-            choices = tuple(part.strip() for part in hint[1:-1].split("|"))
-        option = HelpOption(names, hint, choices)
+        entries.append((names, hint, [line[len(head) :].strip()]))
+    options: dict[str, HelpOption] = {}
+    for names, hint, description in entries:
+        option = HelpOption(names, hint, _choices(hint), " ".join(part for part in description if part))
         for name in names:
             options.setdefault(name, option)
     return options
+
+
+def _choices(hint: str) -> tuple[str, ...]:
+    """Listed values of a hint: ``{a,b}``, ``[a|b]``, ``<0|1>`` or a bare ``a,b,c`` list (``--spec-type``)."""
+    if len(hint) > 2 and hint[0] + hint[-1] in ("{}", "[]", "<>"):
+        inner = hint[1:-1]
+        parts = inner.split("|") if "|" in inner else inner.split(",")
+        return tuple(part.strip() for part in parts) if len(parts) > 1 else ()
+    if re.fullmatch(r"[a-z0-9][a-z0-9-]*(,[a-z0-9][a-z0-9-]*)+", hint):
+        return tuple(hint.split(","))
+    return ()
 
 
 def check_flags(args: Sequence[str], options: dict[str, HelpOption], *, binary: str = "llama-server") -> None:
@@ -154,6 +171,8 @@ def check_flags(args: Sequence[str], options: dict[str, HelpOption], *, binary: 
         option = options.get(flag)
         if option is None:
             raise FlagRejectedError(f"{binary} does not accept the flag {flag!r}{_suggest(flag, options)}")
+        if option.removed:
+            raise FlagRejectedError(f"flag {flag!r} was removed from llama.cpp: {option.description}")
         index += 1
         if not option.takes_value:
             continue
@@ -176,5 +195,6 @@ def check_flags(args: Sequence[str], options: dict[str, HelpOption], *, binary: 
 def _suggest(flag: str, options: dict[str, HelpOption]) -> str:
     import difflib
 
-    close = difflib.get_close_matches(flag, [name for name in options if name.startswith("--")], n=3, cutoff=0.6)
+    live = [name for name, option in options.items() if name.startswith("--") and not option.removed]
+    close = difflib.get_close_matches(flag, live, n=3, cutoff=0.6)
     return f"; did you mean {' or '.join(close)}?" if close else " (see llama-server --help)"

@@ -38,7 +38,7 @@ def check_model(model: str | os.PathLike[str]) -> Path:
     with path.open("rb") as handle:
         if handle.read(4) != b"GGUF":
             raise ModelNotFoundError(f"model file {str(path)!r} is not a GGUF file (it does not start with 'GGUF')")
-    return path
+    return path.resolve()  # the server runs in a temporary folder: relative paths would break
 
 
 @dataclass(frozen=True)

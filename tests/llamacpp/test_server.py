@@ -30,7 +30,7 @@ def test_missing_model_path_is_a_clear_error(server_binary, tmp_path):
 
 
 def test_flag_the_binary_rejects_is_a_clear_error(smollm2):
-    with pytest.raises(FlagRejectedError, match=r"'--draft-max'.*did you mean"):
+    with pytest.raises(FlagRejectedError, match=r"'--draft-max' was removed from llama.cpp.*use --spec-draft-n-max"):
         LlamaServer(smollm2, ["--draft-max", "8"])  # removed from llama.cpp, now fatal there
     with pytest.raises(FlagRejectedError, match="'draft-self'.*valid values: .*ngram-mod"):
         LlamaServer(smollm2, ["--spec-type", "draft-self"])
