@@ -163,3 +163,14 @@ def test_register_cost_models_hook_rejects_duplicates_and_non_models():
 def test_cost_models_lists_presets(fresh_catalog):
     assert "llama-3.1-8b-h100" in cost_models()
     _catalog.reset()
+
+
+def test_vectorised_step_times_equal_the_scalar_ones():
+    from specplug.cost import spec_step_times
+
+    model = cost_model("llama-3.1-8b-h100")
+    for kind in ("lookup", "neural"):
+        for batch in (1, 7, 128):
+            array = spec_step_times(model, batch, 333, 9, kind)
+            scalar = [spec_step_time(model, batch, 333, k, (kind,)) for k in range(10)]
+            assert array.tolist() == pytest.approx(scalar, rel=1e-12)

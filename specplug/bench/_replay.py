@@ -89,44 +89,62 @@ def replay(proposer: Proposer, leaves: Sequence[Metered], records: Sequence[Trac
     return logs
 
 
+def acceptance_table(leaves: Sequence[Metered], record: TraceRecord, k: int) -> list[tuple[int, np.ndarray]]:
+    """For every leaf, the tokens it would get accepted at every output position.
+
+    Each leaf is fed the output token by token and drafts at every position; a leaf's
+    draft depends only on the tokens so far (lookups, trace-backed heads), so this is
+    what it would draft there whichever drafter ran before. Returns ``(kind bit, accepted)``
+    per leaf, ``accepted[p]`` for ``p`` in ``0..len(output)-1`` (position 0 is prefill: 0).
+    """
+    output = record.output_ids
+    table = []
+    for leaf in leaves:
+        accepted = np.zeros(len(output), dtype=np.int64)
+        leaf.start(record.id, record.prompt_ids)
+        leaf.extend(record.id, output[:1])
+        for position in range(1, len(output)):
+            accepted[position] = _accepted(leaf.propose(record.id, k).tokens, output, position)
+            leaf.extend(record.id, output[position : position + 1])
+        leaf.stop(record.id)
+        leaf.reset()
+        table.append((NEURAL if leaf.draft_kind == "neural" else LOOKUP, accepted))
+    return table
+
+
 def oracle_replay(
-    leaves: Sequence[Metered],
+    tables: Sequence[list[tuple[int, np.ndarray]]],
     records: Sequence[TraceRecord],
-    k: int,
     cost: CostModel,
     batch: int,
 ) -> list[StepLog]:
-    """The per-position oracle: at every step each leaf drafts, and the one whose accepted
-    prefix gives the best tokens per second (truncated to what is accepted, so nothing is
-    wasted) is taken, or plain decoding when none beats it. An upper bound for any policy
-    that picks one of these drafters per step."""
+    """The per-position oracle: the fastest way through each request when every step may
+    take any drafter's draft, cut to any length up to what it gets accepted, or no draft.
+
+    Dynamic programming over positions (from the end): ``best[p]`` is the least modeled
+    time from position ``p`` to the end. Every method that drafts with these drafters
+    walks one of the paths considered, so none can beat it under the same cost model.
+    """
     logs = []
-    for record in records:
-        output = record.output_ids
+    for table, record in zip(tables, records):
+        length, prompt = len(record.output_ids), len(record.prompt_ids)
+        best = np.zeros(length + 1)
+        choice: list[tuple[int, int]] = [(0, 0)] * (length + 1)
+        for position in range(length - 1, 0, -1):
+            context = prompt + position
+            best[position] = plain_step_time(cost, batch, context) + best[position + 1]
+            choice[position] = (0, 0)
+            for bit, accepted in table:
+                for drafted in range(1, int(accepted[position]) + 1):
+                    time_ = spec_step_time(cost, batch, context, drafted, (_KINDS[bit],)) + best[position + drafted + 1]
+                    if time_ < best[position]:
+                        best[position], choice[position] = time_, (drafted, bit)
         rows: list[tuple[int, int, int, int, float]] = []
-        for leaf in leaves:
-            leaf.start(record.id, record.prompt_ids)
-            leaf.extend(record.id, output[:1])
         position = 1
-        while position < len(output):
-            context = len(record.prompt_ids) + position
-            best_rate, best = 1.0 / plain_step_time(cost, batch, context), (0, 0)
-            for leaf in leaves:
-                accepted = _accepted(leaf.propose(record.id, k).tokens, output, position)
-                bit = NEURAL if leaf.draft_kind == "neural" else LOOKUP
-                if accepted:
-                    rate = (1 + accepted) / spec_step_time(cost, batch, context, accepted, (_KINDS[bit],))
-                    if rate > best_rate:
-                        best_rate, best = rate, (accepted, bit)
-            accepted, bit = best
-            step = output[position : position + accepted + 1]
-            for leaf in leaves:
-                leaf.extend(record.id, step)
-                leaf.reset()
-            rows.append((context, accepted, accepted, bit, 0.0))
-            position += len(step)
-        for leaf in leaves:
-            leaf.stop(record.id)
+        while position < length:
+            drafted, bit = choice[position]
+            rows.append((prompt + position, drafted, drafted, bit, 0.0))
+            position += drafted + 1
         logs.append(_log(rows))
     return logs
 

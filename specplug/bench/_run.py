@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from specplug.bench._methods import BenchMethod, build
-from specplug.bench._replay import StepLog, modeled_times, oracle_replay, replay
+from specplug.bench._replay import StepLog, acceptance_table, modeled_times, oracle_replay, replay
 from specplug.cost import CostModel
 from specplug.trace import TraceRecord
 
@@ -201,12 +201,17 @@ def _run_oracle(
     neural_alpha: float,
     tick: Progress,
 ) -> Row:
-    leaves_of = [method for method in methods if not method.composite]
     row = Row(workload, "oracle", source="oracle", notes="best drafter per position")
     try:
+        # every drafter that any method uses (the parts of hybrid and adaptive included), once
+        leaves = {}
+        for method in methods:
+            for leaf in build(method, group, cost, batch_sizes[0], neural_alpha).leaves:
+                leaves.setdefault(leaf.name if not method.peer else method.label, leaf)
+        leaves = list(leaves.values())
+        tables = [acceptance_table(leaves, record, k) for record in group]
         for batch in batch_sizes:
-            leaves = [leaf for method in leaves_of for leaf in build(method, group, cost, batch, neural_alpha).leaves]
-            logs = oracle_replay(leaves, group, k, cost, batch)
+            logs = oracle_replay(tables, group, cost, batch)
             if batch == batch_sizes[0]:
                 _figures(row, logs, with_micros=False)
             row.speedup[batch] = _speedup(logs, cost, batch)

@@ -10,7 +10,7 @@ from specplug.cost._errors import CostModelError
 from specplug.cost._files import dump_cost_model, load_cost_model
 from specplug.cost._linear import DRAFT_KINDS, CostModel, DraftTable, DraftTerm, LinearCostModel, VerifyTerm
 from specplug.cost._registry import CostModelRegistrar, CostModelSpec, cost_model, cost_models
-from specplug.cost._steps import plain_step_time, spec_step_time
+from specplug.cost._steps import plain_step_time, spec_step_time, spec_step_times
 
 __all__ = [
     "DRAFT_KINDS",
@@ -28,4 +28,5 @@ __all__ = [
     "load_cost_model",
     "plain_step_time",
     "spec_step_time",
+    "spec_step_times",
 ]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from specplug.cost._linear import CostModel
+import numpy as np
 
-__all__ = ["plain_step_time", "spec_step_time"]
+from specplug.cost._linear import CostModel, LinearCostModel
+
+__all__ = ["plain_step_time", "spec_step_time", "spec_step_times"]
 
 
 def plain_step_time(model: CostModel, batch: int, context: int) -> float:
@@ -27,3 +29,36 @@ def spec_step_time(model: CostModel, batch: int, context: int, draft_tokens: int
     verify = model.verify_time(batch * (draft_tokens + 1), batch * context)
     drafting = sum(model.draft_time(kind, batch * draft_tokens, batch * context, verify) for kind in set(kinds))
     return verify + drafting + model.step_overhead()
+
+
+def spec_step_times(model: CostModel, batch: int, context: int, longest: int, kind: str) -> np.ndarray:
+    """``spec_step_time`` for draft lengths ``0..longest`` with one drafter ``kind``, as an array.
+
+    The linear model is evaluated in one vectorised expression over coefficients read once
+    per model (this runs at every step of the adaptive proposer); any other cost model is
+    called once per length.
+    """
+    if not isinstance(model, LinearCostModel):
+        return np.array([spec_step_time(model, batch, context, k, (kind,)) for k in range(longest + 1)])
+    v_kv, v_tok, v_fixed, d_kv, d_tok, d_fixed, d_frac, overhead = _coefficients(model, kind)
+    kv = float(batch * context)
+    lengths = _LENGTHS[: longest + 1] if longest < len(_LENGTHS) else np.arange(longest + 1, dtype=np.float64)
+    verify = (v_kv * kv + v_fixed) + (v_tok * batch) * (lengths + 1.0)
+    return verify * (1.0 + d_frac) + (d_kv * kv + d_fixed + overhead) + (d_tok * batch) * lengths
+
+
+_LENGTHS = np.arange(257, dtype=np.float64)
+_COEFFICIENTS: dict[tuple[int, str], tuple[LinearCostModel, tuple[float, ...]]] = {}
+
+
+def _coefficients(model: LinearCostModel, kind: str) -> tuple[float, ...]:
+    key = (id(model), kind)
+    cached = _COEFFICIENTS.get(key)
+    if cached is None or cached[0] is not model:
+        verify, term = model.verify, getattr(model.draft, kind)
+        values = (
+            verify.per_kv_token, verify.per_batched_token, verify.fixed,
+            term.per_kv_token, term.per_draft_token, term.fixed, term.verify_fraction, model.step_overhead_s,
+        )  # fmt: skip
+        cached = _COEFFICIENTS[key] = (model, values)
+    return cached[1]

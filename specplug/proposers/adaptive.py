@@ -11,7 +11,9 @@ nothing beats it -- which is most steps at large batch, where verification stops
 
 Lookups are cheap, so they always draft and their positions are scored against the
 verified tokens even when they were not chosen; a neural candidate is only called when it
-is chosen, and learns from the steps it drafted.
+is chosen, and learns from the steps it drafted. A lookup that scores its drafts
+(``Draft.score``, e.g. suffix decoding's expected accepted tokens) has its statistics kept
+per score band, so a long, often-seen match is trusted more than a two-token guess.
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ from specplug._contract import Draft, Proposer, RequestId
 from specplug._errors import InvalidOptionError
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
-from specplug.cost import CostModel, cost_model, plain_step_time, spec_step_time
+from specplug.cost import CostModel, cost_model, plain_step_time, spec_step_times
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._parts import draft_kind, resolve_part
 
-__all__ = ["AdaptiveOptions", "AdaptiveProposer", "PositionStats"]
+__all__ = ["AdaptiveOptions", "AdaptiveProposer", "PositionStats", "score_band"]
 
 
 class AdaptiveOptions(MethodOptions):
@@ -54,30 +56,43 @@ class AdaptiveOptions(MethodOptions):
         return value
 
 
+#: score bands of a lookup's drafts: None, [0, 1), [1, 3), [3, 7), [7, inf)
+BANDS = 5
+
+
+def score_band(score: float | None) -> int:
+    """The statistics band of a draft with this score (0 when the drafter gives none)."""
+    if score is None:
+        return 0
+    return min(1 + int(np.log2(1.0 + max(score, 0.0))), BANDS - 1)
+
+
 @dataclass
 class PositionStats:
-    """Per-position counts: ``drafted[j]`` times position j+1 was reached, ``accepted[j]`` times it matched."""
+    """Per band and position: ``drafted[b, j]`` times position j+1 was reached, ``accepted[b, j]`` times it matched."""
 
     drafted: np.ndarray
     accepted: np.ndarray
 
     @classmethod
     def empty(cls, positions: int) -> PositionStats:
-        return cls(np.zeros(positions), np.zeros(positions))
+        return cls(np.zeros((BANDS, positions)), np.zeros((BANDS, positions)))
 
-    def observe(self, draft: tuple[int, ...], truth: np.ndarray) -> None:
+    def observe(self, band: int, draft: tuple[int, ...], truth: np.ndarray) -> None:
         """Score ``draft`` against the verified tokens ``truth`` as far as they reach."""
-        for j in range(min(len(draft), len(truth), len(self.drafted))):
-            self.drafted[j] += 1
+        drafted, accepted = self.drafted[band], self.accepted[band]
+        for j in range(min(len(draft), len(truth), len(drafted))):
+            drafted[j] += 1
             if draft[j] != truth[j]:
                 return
-            self.accepted[j] += 1
+            accepted[j] += 1
 
 
 @dataclass
 class _Request:
     stats: list[PositionStats]
     drafts: list[tuple[int, ...]] = field(default_factory=list)  # each candidate's last draft, () if none
+    bands: list[int] = field(default_factory=list)  # the score band of each of those drafts
     length: int = 0  # tokens so far (prompt + output), the request's KV footprint
 
 
@@ -128,6 +143,7 @@ class AdaptiveProposer(Proposer):
         self._requests[request_id] = _Request(
             [PositionStats.empty(positions) for _ in self.candidates],
             [()] * len(self.candidates),
+            [0] * len(self.candidates),
             len(prompt),
         )
 
@@ -146,20 +162,21 @@ class AdaptiveProposer(Proposer):
         request = self._requests[request_id]
         for index, candidate in enumerate(self.candidates):
             candidate.extend(request_id, tokens)
-            draft = request.drafts[index]
+            draft, band = request.drafts[index], request.bands[index]
             if draft:
-                request.stats[index].observe(draft, tokens)
-                self._pooled[index].observe(draft, tokens)
+                request.stats[index].observe(band, draft, tokens)
+                self._pooled[index].observe(band, draft, tokens)
         request.drafts = [()] * len(self.candidates)
         request.length += len(tokens)
 
     # ---------------------------------------------------------------- choice
-    def acceptance(self, request_id: RequestId, index: int) -> np.ndarray:
-        """Estimated acceptance of each draft position for candidate ``index`` in this request."""
+    def acceptance(self, request_id: RequestId, index: int, band: int = 0) -> np.ndarray:
+        """Estimated acceptance of each draft position for candidate ``index`` in this request
+        (for drafts in score ``band``): the request's counts shrunk towards the pooled ones."""
         pooled, own = self._pooled[index], self._requests[request_id].stats[index]
         weight = self.options.prior_weight
-        prior = (pooled.accepted + weight * self.options.prior) / (pooled.drafted + weight)
-        return (own.accepted + weight * prior) / (own.drafted + weight)
+        prior = (pooled.accepted[band] + weight * self.options.prior) / (pooled.drafted[band] + weight)
+        return (own.accepted[band] + weight * prior) / (own.drafted[band] + weight)
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         request = self._requests[request_id]
@@ -169,22 +186,23 @@ class AdaptiveProposer(Proposer):
         lookup_drafts: dict[int, Draft] = {}
         limit = min(max_tokens, self.options.max_positions)
         for index, candidate in enumerate(self.candidates):
+            band = 0
             if self.kinds[index] == "lookup":
                 draft = candidate.propose(request_id, limit)
                 lookup_drafts[index] = draft
-                request.drafts[index] = draft.tokens
+                band = score_band(draft.score)
+                request.drafts[index], request.bands[index] = draft.tokens, band
                 longest = len(draft.tokens)
             else:
                 longest = limit
             if not longest:
                 continue
             # E(k) for k = 1..longest, as running products of per-position acceptance
-            expected = np.cumsum(np.cumprod(self.acceptance(request_id, index)[:longest]))
-            for k in range(1, longest + 1):
-                step = spec_step_time(self.cost, batch, context, k, (self.kinds[index],))
-                rate = (1.0 + expected[k - 1]) / step
-                if rate > best_rate:
-                    best_rate, best_index, best_k, best_expected = rate, index, k, float(expected[k - 1])
+            expected = np.cumsum(np.cumprod(self.acceptance(request_id, index, band)[:longest]))
+            rates = (1.0 + expected) / spec_step_times(self.cost, batch, context, longest, self.kinds[index])[1:]
+            k = int(np.argmax(rates))
+            if rates[k] > best_rate:
+                best_rate, best_index, best_k, best_expected = float(rates[k]), index, k + 1, float(expected[k])
         if best_index < 0:
             return Draft((), self.name, 0.0, needs_neural=False)
         if best_index in lookup_drafts:
@@ -192,7 +210,7 @@ class AdaptiveProposer(Proposer):
             needs_neural = False
         else:
             chosen = self.candidates[best_index].propose(request_id, best_k)
-            request.drafts[best_index] = chosen.tokens
+            request.drafts[best_index], request.bands[best_index] = chosen.tokens, 0
             needs_neural = True
         return Draft(chosen.tokens[:best_k], chosen.source, best_expected, needs_neural=needs_neural)
 
