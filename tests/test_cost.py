@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pytest
 
 import specplug
@@ -174,3 +176,46 @@ def test_vectorised_step_times_equal_the_scalar_ones():
             array = spec_step_times(model, batch, 333, 9, kind)
             scalar = [spec_step_time(model, batch, 333, k, (kind,)) for k in range(10)]
             assert array.tolist() == pytest.approx(scalar, rel=1e-12)
+
+
+def test_fit_recovers_coefficients_and_drops_negative_ones():
+    from specplug.cost._fit import fit_verify
+
+    rng = np.random.default_rng(1)
+    samples = [(kv, n, (2e-8 * kv + 3e-4 * n + 4e-3) * (1 + 0.001 * rng.standard_normal())) for kv in (64, 512, 2048) for n in (1, 4, 16, 32)]
+    per_kv, per_token, fixed, error = fit_verify(samples)
+    assert per_kv == pytest.approx(2e-8, rel=0.3) and per_token == pytest.approx(3e-4, rel=0.05)
+    assert fixed == pytest.approx(4e-3, rel=0.05) and error < 0.02
+    # times that fall with the KV length would need a negative coefficient: it is dropped, not kept
+    falling = [(kv, n, 1e-3 + 1e-4 * n - 1e-7 * kv) for kv in (0, 100, 200) for n in (1, 2, 4)]
+    per_kv, per_token, fixed, _ = fit_verify(falling)
+    assert per_kv == 0.0 and per_token > 0 and fixed > 0
+    with pytest.raises(CostModelError, match="at least 3"):
+        fit_verify([(1, 1, 1.0)])
+
+
+def test_calibrate_command_rejects_bad_input(tmp_path, capsys):
+    from specplug.cli import main
+
+    for args, message in [
+        (["--out", str(tmp_path / "m.json")], "must end in .toml"),
+        (["--out", str(tmp_path / "m.toml"), "--contexts", "64,x"], "--contexts '64,x' is not a comma-separated list"),
+        (["--out", str(tmp_path / "m.toml"), "--batched", "0"], "--batched '0': give ints >= 1"),
+    ]:
+        with pytest.raises(SystemExit) as info:
+            main(["calibrate", *args])
+        assert info.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+def test_doctests():
+    import doctest
+
+    import specplug.cost._fit
+    import specplug.cost._linear
+    import specplug.cost._registry
+    import specplug.cost._steps
+
+    for module in (specplug.cost, specplug.cost._fit, specplug.cost._linear, specplug.cost._registry, specplug.cost._steps):
+        result = doctest.testmod(module)
+        assert result.failed == 0, module.__name__

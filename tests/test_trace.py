@@ -102,3 +102,35 @@ def test_not_an_object_duplicate_ids_empty_and_missing_file(tmp_path):
 def test_doctests():
     result = doctest.testmod(specplug.trace)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_shipped_prompt_sets_are_well_formed():
+    from specplug.bench._tracegen import PROMPT_SETS, load_prompt_sets
+
+    scripts = load_prompt_sets(list(PROMPT_SETS))
+    assert {script["workload"] for script in scripts} == set(PROMPT_SETS)
+    assert len({script["id"] for script in scripts}) == len(scripts)
+    for script in scripts:
+        steps = script["script"]
+        assert any("generate" in step for step in steps) and "generate" not in steps[0]
+    agent = [s for s in scripts if s["workload"] == "agentic"][0]
+    # later turns repeat the tool call of the first
+    calls = [step["content"] for step in agent["script"] if step.get("role") == "user" and "Tool result for" in step["content"]]
+    assert calls[0].splitlines()[0] == calls[-1].splitlines()[0]
+
+
+def test_trace_command_rejects_bad_input(tmp_path, capsys):
+    from specplug.cli import main
+
+    bad = tmp_path / "p.jsonl"
+    bad.write_text('{"id": "x", "workload": "w", "script": []}\n{"id": "y"}\n')
+    for args, message in [
+        (["nope", "--out", str(tmp_path / "t.jsonl")], "prompt set 'nope' is neither one of spec-bench"),
+        ([str(bad), "--out", str(tmp_path / "t.jsonl")], f"{bad}:2: field workload is missing"),
+        (["code-edit", "--out", str(tmp_path / "t.txt")], "must end in .jsonl"),
+        (["code-edit", "--out", str(tmp_path / "t.jsonl"), "--model", "llama-70b"], "neither a .gguf path nor one of"),
+    ]:
+        with pytest.raises(SystemExit) as info:
+            main(["trace", *args])
+        assert info.value.code == 2
+        assert message in capsys.readouterr().err
