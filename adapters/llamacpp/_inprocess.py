@@ -86,13 +86,17 @@ def measure_draft_models(
         raise ValueError("one factory must return None (plain decoding) to compare with")
     names.remove(plain_name)
     names.insert(0, plain_name)
-    llms = {
-        name: Llama(
+    llms = {}
+    for name in names:
+        draft = factories[name]()
+        if draft is not None:  # warm up (numba compiles or loads its cache on the first call), untimed
+            draft(np.array([1, 2, 3, 1, 2, 3, 1, 2], dtype=np.intc))
+        # llama-cpp-python 0.3.36 turns logits_all on for a draft model but sizes its scores
+        # buffer from the argument: without logits_all=True it overflows past n_batch tokens
+        llms[name] = Llama(
             str(model), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-            draft_model=factories[name](), verbose=False,
+            draft_model=draft, logits_all=draft is not None, verbose=False,
         )  # fmt: skip
-        for name in names
-    }
     tokenized = [llms[plain_name].tokenize(prompt.encode()) for prompt in prompts]
     results = {name: Measurement(Setting(name, () if name == plain_name else ("in-process",))) for name in names}
     plain_tokens: list[list[int]] = []

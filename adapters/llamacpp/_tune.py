@@ -19,7 +19,7 @@ from specplug import InvalidOptionError
 from specplug_adapters.llamacpp._measure import Measurement, Setting, measure_settings
 from specplug_adapters.llamacpp._prompts import load_prompts
 
-__all__ = ["DEFAULT_CANDIDATES", "best", "preset_text", "tune"]
+__all__ = ["DEFAULT_CANDIDATES", "best", "preset_text", "select_candidates", "tune"]
 
 
 def _map_k(kind: str, n: int, m: int, hits: int = 1) -> Setting:
@@ -47,6 +47,20 @@ DEFAULT_CANDIDATES: tuple[Setting, ...] = (
     _map_k("ngram-map-k4v", 4, 16),
     Setting("ngram-mod match16", ("--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "16")),
 )
+
+
+def select_candidates(names: str | None) -> tuple[Setting, ...]:
+    """The default candidates named in a comma-separated list (all of them for None)."""
+    if not names:
+        return DEFAULT_CANDIDATES
+    by_name = {setting.name: setting for setting in DEFAULT_CANDIDATES}
+    chosen = [name.strip() for name in names.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in by_name]
+    if unknown or not chosen:
+        raise InvalidOptionError(
+            f"unknown candidate(s) {unknown or names!r}; valid candidates: {', '.join(by_name)}"
+        )
+    return tuple(by_name[name] for name in chosen)
 
 
 def best(measurements: Sequence[Measurement]) -> Measurement:

@@ -28,17 +28,23 @@ def tune_command(
     threads: int = typer.Option(1, "--threads", "-t", help="llama-server threads (1 gives comparable timings)"),
     ctx_size: int = typer.Option(4096, "--ctx-size", "-c", help="context size"),
     summary: str = typer.Option(None, "--summary", help="first comment line of the preset"),
+    candidates: str = typer.Option(
+        None, "--candidates", help="comma-separated settings to try (default: all; a bad name lists them)"
+    ),
 ) -> None:
     """Run llama-server over sample prompts with candidate settings; write the fastest as a preset."""
     if engine not in TUNABLE_ENGINES:
         raise InvalidOptionError(f"cannot tune engine {engine!r}; valid engines: {', '.join(TUNABLE_ENGINES)}")
-    from specplug_adapters.llamacpp import tune  # imported here: the adapter is only needed by this command
+    # imported here: the adapter is only needed by this command
+    from specplug_adapters.llamacpp._tune import select_candidates, tune
+
+    grid = select_candidates(candidates)
 
     console = Console(stderr=True)
     with console.status("tuning") as status:
         measurements, path = tune(
             model, prompts, name=name, out=out, n_predict=n_predict, rounds=rounds, threads=threads,
-            ctx_size=ctx_size, summary=summary, command=shlex.join(["specplug", "tune", *sys.argv[2:]]),
+            ctx_size=ctx_size, summary=summary, command=shlex.join(["specplug", "tune", *sys.argv[2:]]), candidates=grid,
             progress=status.update,
         )  # fmt: skip
     table = Table(title=f"llama-server on {model.name}: {rounds} rounds, {threads} thread(s)")

@@ -85,3 +85,13 @@ def test_ngram_preset_speculates_and_keeps_greedy_output(name, smollm2, code_pro
 def test_plain_server_does_not_speculate(plain_runs):
     assert all(run.draft_n == 0 and run.predicted_n == N_PREDICT for run in plain_runs)
     assert all(len(run.top) == N_PREDICT and len(run.top[0]) == 2 for run in plain_runs)
+
+
+def test_draft_model_preset_with_a_same_vocabulary_draft(smollm2, code_prompts, plain_runs):
+    # SmolLM2 drafting for itself: checks the preset's plumbing (a real pair would be faster, not more correct)
+    preset = load_preset("llama-server", "draft-model")
+    with LlamaServer(smollm2, [*preset.flags(), "--spec-draft-model", str(smollm2)]) as server:
+        run = server.complete(code_prompts[0].render(server), N_PREDICT)
+    assert run.draft_n_accepted > 0
+    result = agreement(plain_runs[0].tokens, plain_runs[0].top, run.tokens)
+    assert result.ok, result.detail
