@@ -75,10 +75,7 @@ class _Ring:
         self._rebuild()
 
     def append(self, tokens: np.ndarray, separator: bool = False) -> None:
-        """Append (the caller made room in the ring); sweep stale head slots first if needed."""
-        limit = kernels.MAX_LOAD * len(self.head_s)
-        if max(self.state[kernels.USED_SHORT], self.state[kernels.USED_LONG]) + len(tokens) > limit:
-            self._rebuild()
+        """Append (the caller made room in the ring)."""
         kernels.append(
             self.tokens, self.prev_s, self.head_s, self.prev_l, self.head_l, self.state,
             tokens, *self.anchors, separator,
@@ -96,28 +93,28 @@ class _Ring:
 class RequestIndex:
     """One request's tokens (never evicted; the ring doubles as it fills)."""
 
-    __slots__ = ("prompt_length", "ring")
+    __slots__ = ("length", "prompt_length", "ring")
 
     def __init__(self, prompt: np.ndarray, anchors: tuple[int, int]) -> None:
         capacity = 1 << max(6, int(len(prompt) + 64).bit_length())
         self.ring = _Ring(capacity, anchors, np.int32)
         self.prompt_length = len(prompt)
-        self.ring.append(prompt)
+        self.length = 0  # a Python int: reading the state array costs more than a step's lookup
+        self.append(prompt)
 
     def append(self, tokens: np.ndarray) -> None:
-        needed = self.ring.live + len(tokens)
-        if needed > self.ring.capacity:
+        needed = self.length + len(tokens)
+        if needed > len(self.ring.tokens):
             self.ring.resize(1 << (needed - 1).bit_length())
         self.ring.append(tokens)
+        self.length = needed
 
     def tail(self, count: int) -> np.ndarray:
         """The last ``count`` tokens (the ring never wraps: start is 0 and it grows instead)."""
-        end = int(self.ring.state[kernels.END])
-        return self.ring.tokens[max(0, end - count) : end]
+        return self.ring.tokens[max(0, self.length - count) : self.length]
 
     def output(self) -> np.ndarray:
-        end = int(self.ring.state[kernels.END])
-        return self.ring.tokens[self.prompt_length : end]
+        return self.ring.tokens[self.prompt_length : self.length]
 
     def nbytes(self) -> int:
         return self.ring.nbytes()

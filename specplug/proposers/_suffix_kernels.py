@@ -112,25 +112,6 @@ def _index(tokens, prev_s, head_s, prev_l, head_l, state, e, a_s, a_l):
 
 
 @njit(cache=True)
-def append(tokens, prev_s, head_s, prev_l, head_l, state, new_tokens, a_s, a_l, separator):
-    """Append ``new_tokens`` (then a SEP when ``separator``) and index new continuations.
-
-    The caller guarantees room: ``end - start + len(new_tokens) + separator <= len(tokens)``
-    and head tables below their load limit. ``a_l == 0`` turns the long level off.
-    """
-    mask = tokens.shape[0] - 1
-    for i in range(new_tokens.shape[0]):
-        g = state[END]
-        tokens[g & mask] = new_tokens[i]
-        _index(tokens, prev_s, head_s, prev_l, head_l, state, g - 1, a_s, a_l)
-        state[END] = g + 1
-    if separator:
-        g = state[END]
-        tokens[g & mask] = SEP
-        state[END] = g + 1
-
-
-@njit(cache=True)
 def rebuild(tokens, prev_s, head_s, prev_l, head_l, state, a_s, a_l):
     """Re-index the live window from scratch (after growth, or to sweep stale head slots)."""
     head_s[:] = EMPTY
@@ -141,6 +122,29 @@ def rebuild(tokens, prev_s, head_s, prev_l, head_l, state, a_s, a_l):
     for g in range(state[START] + 1, state[END]):
         if tokens[g & mask] != SEP:
             _index(tokens, prev_s, head_s, prev_l, head_l, state, g - 1, a_s, a_l)
+
+
+@njit(cache=True)
+def append(tokens, prev_s, head_s, prev_l, head_l, state, new_tokens, a_s, a_l, separator):
+    """Append ``new_tokens`` (then a SEP when ``separator``) and index new continuations.
+
+    The caller guarantees room in the ring: ``end - start + len(new_tokens) + separator <=
+    len(tokens)``. Stale head slots are swept first when the tables would pass their load
+    limit (here rather than in Python: a step's bookkeeping stays in one compiled call).
+    ``a_l == 0`` turns the long level off.
+    """
+    if max(state[USED_SHORT], state[USED_LONG]) + new_tokens.shape[0] > MAX_LOAD * head_s.shape[0]:
+        rebuild(tokens, prev_s, head_s, prev_l, head_l, state, a_s, a_l)
+    mask = tokens.shape[0] - 1
+    for i in range(new_tokens.shape[0]):
+        g = state[END]
+        tokens[g & mask] = new_tokens[i]
+        _index(tokens, prev_s, head_s, prev_l, head_l, state, g - 1, a_s, a_l)
+        state[END] = g + 1
+    if separator:
+        g = state[END]
+        tokens[g & mask] = SEP
+        state[END] = g + 1
 
 
 @njit(cache=True)
