@@ -41,8 +41,10 @@ def test_empty_draft_when_speculation_cannot_pay():
     adaptive, neural, lookup = _make({"r": output}, lambda pos: 0, lambda pos: 0, batch_size=128)
     drafts = drive(adaptive, "r", PROMPT, output, 6)
     late = drafts[20:]
-    assert all(len(d.tokens) == 0 for d, _ in late)
-    assert neural.calls <= 20
+    # the neural drafter is retried now and then (exploration), less and less often
+    assert sum(1 for d, _ in late if d.tokens) <= 0.1 * len(late)
+    assert neural.calls <= 0.1 * len(drafts)
+    assert sum(1 for d, _ in drafts[-50:] if d.tokens) <= 2
 
 
 def _geometric(alpha: float, seed: int = 0):

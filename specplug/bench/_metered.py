@@ -23,6 +23,7 @@ class Metered(Proposer):
         self.inner = inner
         self.name = getattr(inner, "name", type(inner).__name__)
         self.draft_kind = kind or draft_kind(inner)
+        self.max_draft_tokens = getattr(inner, "max_draft_tokens", None)
         self.charged = False
 
     def reset(self) -> None:

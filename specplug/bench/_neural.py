@@ -38,6 +38,8 @@ class TraceNeuralProposer(Proposer):
         self._positions: dict[RequestId, int] = {}
         self.default_k, self.alpha = k, alpha
         self.simulated = any(record.neural is None for record in records)
+        # the head's fixed draft length: the traces' k (the simulated default where none)
+        self.max_draft_tokens = max((r.neural.k if r.neural else k) for r in records) if records else k
 
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
         record = self._records.get(request_id)  # type: ignore[arg-type]

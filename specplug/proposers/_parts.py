@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+
 from specplug._contract import Proposer
 
-__all__ = ["NEURAL_NAMES", "draft_kind", "resolve_part"]
+__all__ = ["BANDS", "NEURAL_NAMES", "PositionStats", "draft_kind", "estimate", "optimism", "resolve_part", "score_band"]
 
 #: method names that denote a neural drafter when a proposer does not say its ``draft_kind``
 NEURAL_NAMES = frozenset({"neural", "mtp", "eagle", "eagle3", "draft_model", "draft-model", "medusa"})
@@ -29,3 +33,48 @@ def draft_kind(proposer: Proposer) -> str:
     if kind in ("neural", "lookup"):
         return kind
     return "neural" if getattr(proposer, "name", "") in NEURAL_NAMES else "lookup"
+
+
+#: score bands of a lookup's drafts: None, [0, 1), [1, 3), [3, 7), [7, inf)
+BANDS = 5
+
+
+def score_band(score: float | None) -> int:
+    """The statistics band of a draft with this score (0 when the drafter gives none)."""
+    if score is None:
+        return 0
+    return min(1 + int(np.log2(1.0 + max(score, 0.0))), BANDS - 1)
+
+
+@dataclass
+class PositionStats:
+    """Per band and position: ``drafted[b, j]`` times position j+1 was reached, ``accepted[b, j]`` times it matched."""
+
+    drafted: np.ndarray
+    accepted: np.ndarray
+
+    @classmethod
+    def empty(cls, positions: int) -> PositionStats:
+        return cls(np.zeros((BANDS, positions)), np.zeros((BANDS, positions)))
+
+    def observe(self, band: int, draft: tuple[int, ...], truth: np.ndarray) -> None:
+        """Score ``draft`` against the verified tokens ``truth`` as far as they reach."""
+        drafted, accepted = self.drafted[band], self.accepted[band]
+        for j in range(min(len(draft), len(truth), len(drafted))):
+            drafted[j] += 1
+            if draft[j] != truth[j]:
+                return
+            accepted[j] += 1
+
+
+def estimate(own: PositionStats, pooled: PositionStats, band: int, prior: float, weight: float) -> np.ndarray:
+    """Acceptance per draft position: a request's counts shrunk towards the pooled ones,
+    which are in turn shrunk towards ``prior`` (each worth ``weight`` observations)."""
+    pooled_p = (pooled.accepted[band] + weight * prior) / (pooled.drafted[band] + weight)
+    return (own.accepted[band] + weight * pooled_p) / (own.drafted[band] + weight)
+
+
+def optimism(pooled: PositionStats, band: int, steps: int, scale: float, weight: float) -> np.ndarray:
+    """UCB bonus per position: ``scale * sqrt(log(1 + steps) / (n + weight))`` for a position
+    seen ``n`` times, so a drafter judged on a few unlucky steps is retried now and then."""
+    return scale * np.sqrt(np.log1p(steps) / (pooled.drafted[band] + weight))

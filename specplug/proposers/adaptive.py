@@ -29,9 +29,9 @@ from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.cost import CostModel, cost_model, plain_step_time, spec_step_times
 from specplug.proposers._options import MethodOptions
-from specplug.proposers._parts import draft_kind, resolve_part
+from specplug.proposers._parts import PositionStats, draft_kind, estimate, optimism, resolve_part, score_band
 
-__all__ = ["AdaptiveOptions", "AdaptiveProposer", "PositionStats", "score_band"]
+__all__ = ["AdaptiveOptions", "AdaptiveProposer"]
 
 
 class AdaptiveOptions(MethodOptions):
@@ -42,6 +42,9 @@ class AdaptiveOptions(MethodOptions):
     prior: float = Field(0.5, gt=0, lt=1, description="acceptance per position before any is observed")
     prior_weight: float = Field(4.0, gt=0, description="observations the pooled estimate is worth for a new request")
     min_gain: float = Field(0.0, ge=0, description="speculate only when goodput beats plain decoding by this share")
+    explore: float = Field(
+        0.5, ge=0, description="optimism for rarely observed positions (UCB bonus scale), so a candidate judged early is retried"
+    )
 
     @field_validator("candidates", mode="before")
     @classmethod
@@ -54,38 +57,6 @@ class AdaptiveOptions(MethodOptions):
             if len(set(objects)) != len(objects):
                 raise ValueError("the same proposer object is listed twice; pass one object per candidate")
         return value
-
-
-#: score bands of a lookup's drafts: None, [0, 1), [1, 3), [3, 7), [7, inf)
-BANDS = 5
-
-
-def score_band(score: float | None) -> int:
-    """The statistics band of a draft with this score (0 when the drafter gives none)."""
-    if score is None:
-        return 0
-    return min(1 + int(np.log2(1.0 + max(score, 0.0))), BANDS - 1)
-
-
-@dataclass
-class PositionStats:
-    """Per band and position: ``drafted[b, j]`` times position j+1 was reached, ``accepted[b, j]`` times it matched."""
-
-    drafted: np.ndarray
-    accepted: np.ndarray
-
-    @classmethod
-    def empty(cls, positions: int) -> PositionStats:
-        return cls(np.zeros((BANDS, positions)), np.zeros((BANDS, positions)))
-
-    def observe(self, band: int, draft: tuple[int, ...], truth: np.ndarray) -> None:
-        """Score ``draft`` against the verified tokens ``truth`` as far as they reach."""
-        drafted, accepted = self.drafted[band], self.accepted[band]
-        for j in range(min(len(draft), len(truth), len(drafted))):
-            drafted[j] += 1
-            if draft[j] != truth[j]:
-                return
-            accepted[j] += 1
 
 
 @dataclass
@@ -120,6 +91,9 @@ class AdaptiveProposer(Proposer):
         self.batch_size = options.batch_size
         positions = options.max_positions
         self._pooled = [PositionStats.empty(positions) for _ in self.candidates]
+        self._steps = 0  # drafting steps so far, all requests
+        # a drafter with a fixed length (an MTP head drafts k tokens) is never asked for more
+        self._longest = [getattr(candidate, "max_draft_tokens", None) for candidate in self.candidates]
         self._requests: dict[RequestId, _Request] = {}
 
     def set_batch_size(self, batch_size: int) -> None:
@@ -174,12 +148,21 @@ class AdaptiveProposer(Proposer):
         """Estimated acceptance of each draft position for candidate ``index`` in this request
         (for drafts in score ``band``): the request's counts shrunk towards the pooled ones."""
         pooled, own = self._pooled[index], self._requests[request_id].stats[index]
-        weight = self.options.prior_weight
-        prior = (pooled.accepted[band] + weight * self.options.prior) / (pooled.drafted[band] + weight)
-        return (own.accepted[band] + weight * prior) / (own.drafted[band] + weight)
+        return estimate(own, pooled, band, self.options.prior, self.options.prior_weight)
+
+    def _optimistic(self, request_id: RequestId, index: int, band: int) -> np.ndarray:
+        # A neural candidate is only observed when chosen, so one judged on a few unlucky
+        # steps would never be retried: it gets a UCB bonus that shrinks with evidence.
+        # Lookups draft at every step and are scored whether chosen or not: no bonus.
+        accepted = self.acceptance(request_id, index, band)
+        if self.kinds[index] == "lookup":
+            return accepted
+        bonus = optimism(self._pooled[index], band, self._steps, self.options.explore, self.options.prior_weight)
+        return np.minimum(accepted + bonus, 1.0)
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         request = self._requests[request_id]
+        self._steps += 1
         batch, context = self.batch_size, request.length
         plain = plain_step_time(self.cost, batch, context)
         best_rate, best_index, best_k, best_expected = (1.0 + self.options.min_gain) / plain, -1, 0, 0.0
@@ -194,11 +177,11 @@ class AdaptiveProposer(Proposer):
                 request.drafts[index], request.bands[index] = draft.tokens, band
                 longest = len(draft.tokens)
             else:
-                longest = limit
+                longest = min(limit, self._longest[index] or limit)
             if not longest:
                 continue
             # E(k) for k = 1..longest, as running products of per-position acceptance
-            expected = np.cumsum(np.cumprod(self.acceptance(request_id, index, band)[:longest]))
+            expected = np.cumsum(np.cumprod(self._optimistic(request_id, index, band)[:longest]))
             rates = (1.0 + expected) / spec_step_times(self.cost, batch, context, longest, self.kinds[index])[1:]
             k = int(np.argmax(rates))
             if rates[k] > best_rate:

@@ -1,8 +1,11 @@
 """``hybrid``: the model's own neural drafter (MTP/EAGLE) or a lookup, whichever should accept more.
 
-At each step the lookup drafts first (it is cheap). Its expected accepted tokens -- its
-``Draft.score`` (or its length) times a per-request calibration learned from acceptance --
-is compared with a per-request running estimate of the neural drafter's accepted length.
+At each step the lookup drafts first (it is cheap). Both parts' expected accepted tokens
+come from running per-request estimates of acceptance at each draft position (shrunk
+towards estimates pooled over all requests): the lookup's kept per band of its
+``Draft.score``, so a long, often-seen match counts for more than a two-token guess; the
+neural drafter's learned from the steps it drafted. The lookup's expectation for its draft
+is compared with the neural drafter's for its ``k`` tokens.
 When the lookup wins, the neural drafter is not called and the draft says
 ``needs_neural=False``, so an adapter may skip the MTP/EAGLE pass. When the neural drafter
 wins and the lookup's draft starts with the same tokens, the lookup's longer continuation
@@ -24,7 +27,7 @@ from specplug._contract import Draft, Proposer, RequestId
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.proposers._options import MethodOptions
-from specplug.proposers._parts import resolve_part
+from specplug.proposers._parts import PositionStats, estimate, optimism, resolve_part, score_band
 
 __all__ = ["HybridOptions", "HybridProposer"]
 
@@ -35,10 +38,11 @@ class HybridOptions(MethodOptions):
     neural_max_tokens: int | None = Field(
         None, ge=1, le=1024, description="tokens the neural head drafts per step (None: the step's max_tokens)"
     )
-    neural_prior: float = Field(1.5, ge=0, description="expected neural accepted tokens before any is observed")
-    lookup_prior: float = Field(0.7, ge=0, le=1, description="lookup calibration (accepted / score) before any is observed")
+    prior: float = Field(0.6, gt=0, lt=1, description="acceptance per draft position before any is observed")
+    prior_weight: float = Field(4.0, gt=0, description="observations the pooled estimate is worth for a new request")
+    explore: float = Field(0.3, ge=0, description="optimism for the neural drafter's rarely observed positions (UCB scale)")
     margin: float = Field(0.0, description="the lookup wins when its expectation >= the neural one - margin")
-    smoothing: float = Field(0.25, gt=0, le=1, description="weight of the newest observation in the running estimates")
+    max_positions: int = Field(32, ge=1, le=1024, description="draft positions tracked")
     continue_with_lookup: bool = Field(True, description="extend a neural draft with the lookup's continuation where they agree")
 
     @field_validator("lookup", mode="before")
@@ -57,10 +61,11 @@ class HybridOptions(MethodOptions):
 
 @dataclass
 class _State:
-    neural: float  # running estimate of the neural drafter's accepted tokens
-    calibration: float  # running estimate of lookup accepted / lookup expected
-    neural_called: bool = False
-    lookup_expected: float = 0.0
+    lookup: PositionStats
+    neural: PositionStats
+    lookup_draft: tuple[int, ...] = ()
+    lookup_band: int = 0
+    neural_draft: tuple[int, ...] = ()
 
 
 class HybridProposer(Proposer):
@@ -68,7 +73,7 @@ class HybridProposer(Proposer):
 
     >>> import specplug
     >>> neural = specplug.create("ngram", min_n=1, max_n=1)   # any Proposer stands in for MTP here
-    >>> hybrid = specplug.create("hybrid", neural=neural, lookup="ngram", neural_prior=0.0)
+    >>> hybrid = specplug.create("hybrid", neural=neural, lookup="ngram", prior=0.9)
     >>> hybrid.start("r", [1, 2, 3, 4, 1, 2])
     >>> draft = hybrid.propose("r", 2)
     >>> draft.tokens, draft.source, draft.needs_neural
@@ -84,8 +89,10 @@ class HybridProposer(Proposer):
         self.lookup = resolve_part(options.lookup, "lookup")
         self._states: dict[RequestId, _State] = {}
         # across requests: a new request starts from what earlier ones showed
-        self._global_neural = options.neural_prior
-        self._global_calibration = options.lookup_prior
+        positions = options.max_positions
+        self._pooled_lookup = PositionStats.empty(positions)
+        self._pooled_neural = PositionStats.empty(positions)
+        self._steps = 0
 
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
         self.lookup.start(request_id, prompt)
@@ -94,46 +101,55 @@ class HybridProposer(Proposer):
         except Exception:
             self.lookup.stop(request_id)
             raise
-        self._states[request_id] = _State(self._global_neural, self._global_calibration)
+        positions = self.options.max_positions
+        self._states[request_id] = _State(PositionStats.empty(positions), PositionStats.empty(positions))
+
+    def expected(self, request_id: RequestId, *, lookup_tokens: int, lookup_band: int, neural_tokens: int) -> tuple[float, float]:
+        """Expected accepted tokens of a lookup draft (length, score band) and of a neural draft."""
+        state, options = self._states[request_id], self.options
+        lookup = estimate(state.lookup, self._pooled_lookup, lookup_band, options.prior, options.prior_weight)
+        neural = estimate(state.neural, self._pooled_neural, 0, options.prior, options.prior_weight)
+        neural = np.minimum(neural + optimism(self._pooled_neural, 0, self._steps, options.explore, options.prior_weight), 1.0)
+        lookup_expected = float(np.cumprod(lookup[:lookup_tokens]).sum())
+        neural_expected = float(np.cumprod(neural[:neural_tokens]).sum())
+        return lookup_expected, neural_expected
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         state = self._states[request_id]
-        lookup = self.lookup.propose(request_id, max_tokens)
-        base = lookup.score if lookup.score is not None else float(len(lookup.tokens))
-        lookup_expected = min(base * state.calibration, float(len(lookup.tokens)))
-        state.lookup_expected = lookup_expected if lookup.tokens else 0.0
-        neural_tokens = min(max_tokens, self.options.neural_max_tokens or max_tokens)
-        neural_expected = min(state.neural, float(neural_tokens))
+        self._steps += 1
+        limit = min(max_tokens, self.options.max_positions)
+        lookup = self.lookup.propose(request_id, limit)
+        band = score_band(lookup.score)
+        state.lookup_draft, state.lookup_band, state.neural_draft = lookup.tokens, band, ()
+        neural_tokens = min(limit, self.options.neural_max_tokens or getattr(self.neural, "max_draft_tokens", None) or limit)
+        lookup_expected, neural_expected = self.expected(
+            request_id, lookup_tokens=len(lookup.tokens), lookup_band=band, neural_tokens=neural_tokens
+        )
         if lookup.tokens and lookup_expected >= neural_expected - self.options.margin:
-            state.neural_called = False
             return Draft(lookup.tokens, lookup.source, lookup_expected, needs_neural=False)
-        state.neural_called = True
         neural = self.neural.propose(request_id, neural_tokens)
+        state.neural_draft = neural.tokens
         tokens, source = neural.tokens, neural.source
         if (
             self.options.continue_with_lookup
             and len(lookup.tokens) > len(tokens)
             and lookup.tokens[: len(tokens)] == tokens
         ):
-            tokens, source = lookup.tokens[:max_tokens], f"{neural.source}+{lookup.source}"
+            tokens, source = lookup.tokens, f"{neural.source}+{lookup.source}"
         return Draft(tokens, source, max(neural_expected, lookup_expected), needs_neural=True)
 
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
         state = self._states[request_id]
-        lookup_accepted = self.lookup.extend(request_id, tokens)
-        neural_accepted = self.neural.extend(request_id, tokens)
-        alpha = self.options.smoothing
-        if state.neural_called:
-            state.neural += alpha * (neural_accepted - state.neural)
-            self._global_neural += 0.05 * (neural_accepted - self._global_neural)
-        if state.lookup_expected > 0:
-            # censored at len(tokens) when the lookup did not draft: a lower bound, so the
-            # calibration errs towards the neural drafter, the safe side
-            ratio = min(lookup_accepted / state.lookup_expected, 1.5)
-            state.calibration += alpha * (ratio - state.calibration)
-            self._global_calibration += 0.05 * (ratio - self._global_calibration)
-        state.neural_called = False
-        state.lookup_expected = 0.0
+        self.lookup.extend(request_id, tokens)
+        self.neural.extend(request_id, tokens)
+        # each part's draft is scored as far as the verified tokens reach, chosen or not
+        if state.lookup_draft:
+            state.lookup.observe(state.lookup_band, state.lookup_draft, tokens)
+            self._pooled_lookup.observe(state.lookup_band, state.lookup_draft, tokens)
+        if state.neural_draft:
+            state.neural.observe(0, state.neural_draft, tokens)
+            self._pooled_neural.observe(0, state.neural_draft, tokens)
+        state.lookup_draft, state.neural_draft = (), ()
 
     def _stop(self, request_id: RequestId) -> None:
         del self._states[request_id]
@@ -141,11 +157,6 @@ class HybridProposer(Proposer):
             self.lookup.stop(request_id)
         finally:
             self.neural.stop(request_id)
-
-    def estimates(self, request_id: RequestId) -> tuple[float, float]:
-        """The request's running neural accepted-length estimate and lookup calibration."""
-        state = self._states[request_id]
-        return state.neural, state.calibration
 
 
 @hookimpl
