@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, TypeVar
 
 import pluggy
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from specplug._contract import Proposer
 from specplug._errors import InvalidOptionError, UnknownMethodError
 from specplug._manager import build_plugin_manager
 from specplug._registry import MethodRegistrar, MethodSpec
 
-__all__ = ["Catalog", "create", "default_catalog", "method_specs", "methods", "reset"]
+__all__ = ["Catalog", "create", "default_catalog", "method_specs", "methods", "reset", "validate_options"]
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 class Catalog:
@@ -35,17 +37,14 @@ class Catalog:
 
     def create(self, name: str, **options: Any) -> Proposer:
         spec = self.spec(name)
-        try:
-            validated = spec.options.model_validate(options)
-        except ValidationError as error:
-            raise InvalidOptionError(_describe(name, spec, error)) from None
+        validated = validate_options(f"method {name!r}", spec.options, options)
         proposer = spec.factory(validated)
         if not isinstance(proposer, Proposer):
             raise TypeError(f"method {name!r} ({spec.origin}) returned {proposer!r}, not a specplug.Proposer")
         return proposer
 
 
-def _describe(name: str, spec: MethodSpec, error: ValidationError) -> str:
+def _describe(subject: str, options: type[BaseModel], error: ValidationError) -> str:
     problems = []
     for item in error.errors():
         option = ".".join(str(part) for part in item["loc"]) or "(options)"
@@ -53,8 +52,23 @@ def _describe(name: str, spec: MethodSpec, error: ValidationError) -> str:
             problems.append(f"unknown option {option!r}")
         else:
             problems.append(f"option {option} = {item.get('input')!r:.60}: {item['msg']}")
-    valid = ", ".join(spec.options.model_fields) or "(none)"
-    return f"method {name!r}: " + "; ".join(problems) + f". Valid options: {valid}"
+    valid = ", ".join(options.model_fields) or "(none)"
+    return f"{subject}: " + "; ".join(problems) + f". Valid options: {valid}"
+
+
+def validate_options(subject: str, options: type[ModelT], values: dict[str, Any]) -> ModelT:
+    """``options`` validated from ``values``, or an InvalidOptionError naming ``subject`` and each problem.
+
+    >>> from specplug.proposers.ngram import NgramOptions
+    >>> validate_options("method 'ngram'", NgramOptions, {"min_n": 0})
+    Traceback (most recent call last):
+    ...
+    specplug._errors.InvalidOptionError: method 'ngram': option min_n = 0: Input should be greater than or equal to 1. Valid options: ...
+    """
+    try:
+        return options.model_validate(values)
+    except ValidationError as error:
+        raise InvalidOptionError(_describe(subject, options, error)) from None
 
 
 _lock = threading.Lock()

@@ -183,6 +183,11 @@ class Proposer(abc.ABC):
     def __contains__(self, request_id: object) -> bool:
         return request_id in self._pending
 
+    def state_nbytes(self, request_id: RequestId) -> int | None:
+        """Bytes of drafting state held for one live request, or None where not measured."""
+        self._check_live(request_id, "state_nbytes")
+        return None
+
     # ------------------------------------------------------------- subclass hooks
     @abc.abstractmethod
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None: ...

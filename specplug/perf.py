@@ -206,8 +206,7 @@ def measure(proposer: Proposer, workload: Workload, request_id: object, steps: i
         position += len(chunk)
         accepted_total += accepted
         drafted += bool(draft.tokens)
-    nbytes_of = getattr(proposer, "state_nbytes", None)
-    nbytes = int(nbytes_of(request_id)) if callable(nbytes_of) else None
+    nbytes = proposer.state_nbytes(request_id)
     proposer.stop(request_id)
     return Timing(times, accepted_total, drafted, start_ns, nbytes, len(workload.context) + position)
 

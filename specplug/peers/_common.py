@@ -6,9 +6,10 @@ import sys
 from collections.abc import Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from specplug._errors import InvalidOptionError, SpecplugError
+from specplug._catalog import validate_options as validate_method_options
+from specplug._errors import SpecplugError
 
 __all__ = [
     "PeerNotInstalledError",
@@ -49,18 +50,7 @@ class PeerOptions(BaseModel):
 
 def validate_options(peer: str, model: type[PeerOptions], options: dict[str, object]) -> PeerOptions:
     """``model`` validated from ``options``, or an InvalidOptionError that names each problem."""
-    try:
-        return model.model_validate(options)
-    except ValidationError as error:
-        problems = []
-        for item in error.errors():
-            option = ".".join(str(part) for part in item["loc"]) or "(options)"
-            if item["type"] == "extra_forbidden":
-                problems.append(f"unknown option {option!r}")
-            else:
-                problems.append(f"option {option} = {item.get('input')!r:.60}: {item['msg']}")
-        valid = ", ".join(model.model_fields) or "(none)"
-        raise InvalidOptionError(f"peer {peer!r}: " + "; ".join(problems) + f". Valid options: {valid}") from None
+    return validate_method_options(f"peer {peer!r}", model, options)
 
 
 class TokenTail:

@@ -143,9 +143,6 @@ class ReferenceNgramProposer(Proposer):
     def _stop(self, request_id: RequestId) -> None:
         del self._tokens[request_id]
 
-    def state_nbytes(self, request_id: RequestId) -> int:
-        return 8 * len(self._tokens[request_id])
-
 
 def _create(options: NgramOptions) -> Proposer:
     if options.implementation == "reference":

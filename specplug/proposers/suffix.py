@@ -211,9 +211,6 @@ class ReferenceSuffixProposer(Proposer):
             self._cache.popleft()
         self._cache.append(output)
 
-    def state_nbytes(self, request_id: RequestId) -> int:
-        return 8 * len(self._tokens[request_id])
-
 
 def _create(options: SuffixOptions) -> Proposer:
     if options.implementation == "reference":
