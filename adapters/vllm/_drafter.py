@@ -27,7 +27,7 @@ import numpy as np
 from specplug import GuardedProposer
 from specplug_adapters.vllm._batch import BatchTracker
 from specplug_adapters.vllm._config import create_method, read_settings
-from specplug_adapters.vllm._stats import LOGGER_NAME, StatsReporter
+from specplug_adapters.vllm._stats import LOGGER_NAME, StatsReporter, stats_details
 
 __all__ = ["SpecplugDrafter", "find_runner"]
 
@@ -78,6 +78,7 @@ class SpecplugDrafter:
             method=self.settings.method,
             path=self.settings.stats_file,
             interval=self.settings.stats_interval,
+            details=stats_details(self.settings),
         )
         found = runner if runner is not None else find_runner()
         self._runner = weakref.ref(found) if found is not None else None

@@ -23,7 +23,7 @@ import numpy as np
 from specplug import Draft, GuardedProposer, Proposer, RequestId
 from specplug_adapters.vllm._batch import BatchTracker
 from specplug_adapters.vllm._config import create_method, read_settings
-from specplug_adapters.vllm._stats import LOGGER_NAME, StatsReporter
+from specplug_adapters.vllm._stats import LOGGER_NAME, StatsReporter, stats_details
 
 __all__ = ["EngineDrafts", "HybridOverlay"]
 
@@ -85,6 +85,7 @@ class HybridOverlay:
             method=self.settings.method,
             path=self.settings.stats_file,
             interval=self.settings.stats_interval,
+            details=stats_details(self.settings),
         )
         log.info("specplug hybrid overlay on vLLM's %s drafts, options %s", neural_name, self.settings.options)
 

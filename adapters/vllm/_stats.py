@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-__all__ = ["LOGGER_NAME", "StatsReporter", "read_stats"]
+__all__ = ["LOGGER_NAME", "StatsReporter", "read_stats", "stats_details"]
 
 #: a child of vLLM's own logger, so lines appear with vLLM's format and level
 LOGGER_NAME = "vllm.specplug"
@@ -41,9 +41,11 @@ class StatsReporter:
         path: str | None = None,
         interval: float = 30.0,
         logger: logging.Logger | None = None,
+        details: dict[str, object] | None = None,
     ) -> None:
         self.counters = counters
         self.method = method
+        self.details = details or {}  # fixed facts for the file: options, the plugin's state
         # "{pid}" lets each worker of a tensor-parallel group write its own file
         self.path = Path(path.format(pid=os.getpid())) if path else None
         self.interval = interval
@@ -67,6 +69,7 @@ class StatsReporter:
             "pid": os.getpid(),
             "steps": self.steps,
             "counters": dict(sorted(self.counters.items())),
+            **self.details,
         }
 
     def report(self, *, force_log: bool = False) -> None:
@@ -82,6 +85,22 @@ class StatsReporter:
             partial = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
             partial.write_text(json.dumps(self.snapshot(), indent=1) + "\n")
             os.replace(partial, self.path)
+
+
+def stats_details(settings: object) -> dict[str, object]:
+    """What a stats file records besides counts: the method's options and the plugin's state here."""
+    from specplug_adapters.vllm._plugin import installed
+
+    options = {key: value for key, value in getattr(settings, "options", {}).items() if _is_json(value)}
+    return {"options": options, "vllm_plugin": sorted(installed())}
+
+
+def _is_json(value: object) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def read_stats(path: str | os.PathLike[str]) -> dict[str, object]:

