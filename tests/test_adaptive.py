@@ -22,7 +22,7 @@ def test_drafts_the_better_candidate_at_batch_1():
     output = list(range(100, 400))
     adaptive, neural, lookup = _make({"r": output}, lambda pos: 1, lambda pos: 8)
     drafts = drive(adaptive, "r", PROMPT, output, 8)
-    late = drafts[len(drafts) // 3 :]
+    late = drafts[len(drafts) // 3 : -1]  # the last step has only a short lookup draft left
     assert all(d.source == "look" and not d.needs_neural for d, _ in late)
     assert np.mean([a for _, a in late]) > 5
 
