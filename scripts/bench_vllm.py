@@ -114,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {row['method']} | {row['tok_s_median']:.1f} | {row['tok_s_min']:.1f}-{row['tok_s_max']:.1f} "
               f"| {ratio:.2f}x | {acceptance} | {same} |")
     if args.out:
-        args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "rows": rows}, indent=1))
+        saved = [{key: value for key, value in row.items() if key != "outputs"} for row in rows]
+        for row, full in zip(saved, rows):
+            row["output_equals_none"] = bool(base) and full["outputs"] == base["outputs"]
+        args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "rows": saved}, indent=1) + "\n")
     return 0
 
 

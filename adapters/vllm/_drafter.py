@@ -103,6 +103,16 @@ class SpecplugDrafter:
         **_: Any,
     ) -> list[list[int]]:
         """One draft per row of the batch (an empty list where none is worth verifying)."""
+        try:
+            return self._propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu)
+        except Exception:  # noqa: BLE001 - the adapter's own bugs must not stop vLLM either
+            self.counters["faults"] += 1
+            log.warning("specplug drafter failed this step; no drafts for it", exc_info=True)
+            return [[] for _ in sampled_token_ids]
+
+    def _propose(
+        self, sampled_token_ids: Sequence[Sequence[int]], num_tokens_no_spec: np.ndarray, token_ids_cpu: np.ndarray
+    ) -> list[list[int]]:
         request_ids, live = self._batch_ids(len(sampled_token_ids), token_ids_cpu)
         rows = self.tracker.update(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, request_ids, live)
         batch = len(rows)

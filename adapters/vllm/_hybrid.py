@@ -51,6 +51,8 @@ class EngineDrafts(Proposer):
     def __init__(self, name: str = "neural") -> None:
         super().__init__()
         self.name = name
+        #: the engine's draft length this step (vLLM's K), which the hybrid weighs the neural part by
+        self.max_draft_tokens: int | None = None
         self._offered: dict[RequestId, tuple[int, ...]] = {}
 
     def offer(self, request_id: RequestId, tokens: Sequence[int]) -> None:
@@ -121,6 +123,7 @@ class HybridOverlay:
         neural: list[list[int]],
     ) -> list[list[int]]:
         batch = runner.input_batch
+        self.engine_drafts.max_draft_tokens = max(1, num_tokens)
         request_ids = list(batch.req_ids[: len(sampled)])
         rows = self.tracker.update(sampled, lengths, batch.token_ids_cpu, request_ids, getattr(runner, "requests", None))
         chosen: list[list[int]] = []

@@ -247,11 +247,11 @@ def test_engine_drafts_and_overlay_on_lists_and_padded_tensors():
     batch.add("b", [9, 8, 7] * 6)
     runner = Runner(input_batch=batch, requests={"a", "b"}, discard_request_mask=None)
     config = SimpleNamespace(
-        additional_config={"specplug": {"method": "hybrid", "neural": "mtp", "lookup": "ngram", "neural_prior": 0.0}},
+        additional_config={"specplug": {"method": "hybrid", "neural": "mtp", "lookup": "ngram", "margin": 100.0}},
         speculative_config=SimpleNamespace(method="mtp"),
     )
     overlay = HybridOverlay(config)
-    # after bookkeeping (lists): the lookup wins where the text repeats
+    # after bookkeeping (lists): the lookup wins where it drafts (margin 100)
     batch.append(0, [1])
     batch.append(1, [9])
     out = overlay.apply(runner, 3, [[1], [9]], [[50, 51, 52], [60, 61, 62]])
@@ -269,7 +269,7 @@ def test_engine_drafts_and_overlay_on_lists_and_padded_tensors():
 
 def test_engine_drafts_feed_the_hybrid_its_neural_draft():
     engine = EngineDrafts("eagle")
-    hybrid = specplug.create("hybrid", neural=engine, lookup="ngram", neural_prior=10.0)
+    hybrid = specplug.create("hybrid", neural=engine, lookup="ngram", margin=-100.0)  # the neural part wins
     hybrid.start("r", [1, 2, 3, 4])
     engine.offer("r", [7, 7, 7])
     draft = hybrid.propose("r", 3)
