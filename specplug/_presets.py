@@ -9,7 +9,7 @@ section named after the preset, keyed by long flag names) also render as a flag 
 >>> preset = load_preset("llama-server", "code-edit")
 >>> preset.formats
 ('ini', 'flags')
->>> preset.render("flags").startswith("--spec-type ")
+>>> preset.render("flags").startswith("--spec-")
 True
 """
 

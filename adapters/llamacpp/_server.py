@@ -9,6 +9,7 @@ one-line error instead of a dead child process.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -79,8 +80,6 @@ class Completion:
 
 def _top_candidates(item: dict[str, Any]) -> tuple[tuple[int, float], ...]:
     # post_sampling_probs=true answers "top_probs" with "prob"; otherwise "top_logprobs" with "logprob"
-    import math
-
     if "top_probs" in item:
         return tuple((int(c["id"]), float(c["prob"])) for c in item["top_probs"])
     return tuple((int(c["id"]), math.exp(float(c["logprob"]))) for c in item.get("top_logprobs", ()))

@@ -42,10 +42,12 @@ def tune_command(
 
     console = Console(stderr=True)
     with console.status("tuning") as status:
+        # a spinner on a terminal; plain lines in a log (tuning runs for minutes)
+        progress = status.update if console.is_terminal else (lambda message: typer.echo(message, err=True))
         measurements, path = tune(
             model, prompts, name=name, out=out, n_predict=n_predict, rounds=rounds, threads=threads,
             ctx_size=ctx_size, summary=summary, command=shlex.join(["specplug", "tune", *sys.argv[2:]]), candidates=grid,
-            progress=status.update,
+            progress=progress,
         )  # fmt: skip
     table = Table(title=f"llama-server on {model.name}: {rounds} rounds, {threads} thread(s)")
     for column in ("setting", "tok/s (median)", "speedup (range)", "acceptance", "identical"):
