@@ -11,7 +11,7 @@ mkdir -p "$OUT"
 .venv/bin/specplug bench --k 8 \
     -m ngram -m suffix -m neural -m hybrid -m adaptive \
     -m peer:vllm-ngram:num_speculative_tokens=8 -m peer:arctic-suffix -m peer:sglang-ngram \
-    --json "$OUT/results.json" --plots "$OUT" | tee "$OUT/table.txt"
+    --json "$OUT/results.json" --plots "$OUT" --markdown "$OUT/results.md" | tee "$OUT/table.txt"
 VLLM=()
 for n in "1,3" "2,4" "3,5" "5,5"; do
     for k in 5 8; do
@@ -19,6 +19,6 @@ for n in "1,3" "2,4" "3,5" "5,5"; do
     done
 done
 .venv/bin/specplug bench --k 8 --no-oracle -m suffix "${VLLM[@]}" --batch-sizes 1 \
-    --json "$OUT/vllm-ngram-sweep.json" | tee "$OUT/vllm-ngram-sweep.txt"
+    --json "$OUT/vllm-ngram-sweep.json" --markdown "$OUT/vllm-ngram-sweep.md" | tee "$OUT/vllm-ngram-sweep.txt"
 .venv/bin/specplug bench --k 8 --cost cpu-smollm2-135m-1t -m suffix -m neural -m hybrid -m adaptive \
-    --batch-sizes 1,2,4,8 --json "$OUT/results-cpu.json" | tee "$OUT/table-cpu.txt"
+    --batch-sizes 1,2,4,8 --json "$OUT/results-cpu.json" --markdown "$OUT/results-cpu.md" | tee "$OUT/table-cpu.txt"

@@ -143,7 +143,7 @@ def test_cli_writes_table_json_and_plots(tmp_path, capsys):
     out = tmp_path / "result.json"
     with pytest.raises(SystemExit) as exit_info:
         main(["bench", str(traces), "-m", "suffix", "-m", "neural", "-m", "hybrid", "--batch-sizes", "1,8,128",
-              "--json", str(out), "--plots", str(tmp_path / "plots")])
+              "--json", str(out), "--plots", str(tmp_path / "plots"), "--markdown", str(tmp_path / "t.md")])
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
     assert "edit" in text and "oracle" in text and "x@128" in text
@@ -154,6 +154,8 @@ def test_cli_writes_table_json_and_plots(tmp_path, capsys):
         "speedup-edit.png", "speedup-mixed.png", "speedup-novel.png", "tokens-per-step.png"
     ]
     assert (tmp_path / "plots" / "speedup-edit.png").read_bytes()[:4] == b"\x89PNG"
+    markdown = (tmp_path / "t.md").read_text()
+    assert "**edit**" in markdown and "| `hybrid` |" in markdown and "| `oracle` |" in markdown
 
 
 def test_cli_reports_a_failed_row_and_exits_1(tmp_path, capsys, failing_catalog):

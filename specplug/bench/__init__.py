@@ -16,7 +16,7 @@ from pathlib import Path
 
 from specplug.bench._methods import BenchMethod, parse_method
 from specplug.bench._neural import TraceNeuralProposer
-from specplug.bench._report import print_table, write_json, write_plots
+from specplug.bench._report import markdown_tables, print_table, write_json, write_plots
 from specplug.bench._run import BATCH_SIZES, BenchResult, Row, run_benchmark, workloads_of
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "Row",
     "TraceNeuralProposer",
     "default_traces",
+    "markdown_tables",
     "parse_method",
     "print_table",
     "run_benchmark",

@@ -35,14 +35,16 @@ def _prefix(server: LlamaServer, length: int) -> list[int]:
     return tokens
 
 
-def _prompt_seconds(server: LlamaServer, tokens: list[int], kv: int, batched: int) -> float:
-    response = server.complete(tokens[: kv + batched], 1, cache_prompt=True)
-    timings = response["timings"]
-    if int(timings.get("prompt_n", -1)) != batched:
-        # the cache did not hold the prefix (first request at this length): fill and retry once
-        response = server.complete(tokens[: kv + batched], 1, cache_prompt=True)
-        timings = response["timings"]
-    return float(timings["prompt_ms"]) / 1000.0 / max(int(timings.get("prompt_n", batched)), 1) * batched
+def _forward_sample(server: LlamaServer, tokens: list[int], kv: int, batched: int) -> tuple[int, int, float]:
+    """``(kv tokens, batched tokens, seconds)`` of one forward pass, as the server reports it.
+
+    The server keeps the last request's tokens cached and re-evaluates at least one token,
+    so the prefix is cached first, then ``batched`` more tokens are sent; ``cache_n`` and
+    ``prompt_n`` say what was really reused and evaluated.
+    """
+    server.complete(tokens[:kv], 1, cache_prompt=True)
+    timings = server.complete(tokens[: kv + batched], 1, cache_prompt=True)["timings"]
+    return int(timings.get("cache_n", kv)), int(timings["prompt_n"]), float(timings["prompt_ms"]) / 1000.0
 
 
 def _decode_seconds(server: LlamaServer, tokens: list[int], kv: int, count: int = 32) -> float:
@@ -86,11 +88,13 @@ def calibrate(
     context_size = max(contexts) + max(batched) + 128
     with LlamaServer(model, threads=threads, ctx_size=context_size) as server:
         tokens = _prefix(server, max(contexts) + max(batched))
+        server.complete(tokens[: max(contexts)], 1, cache_prompt=True)  # first-use costs
         for kv in contexts:
             for n in batched:
-                times = [_prompt_seconds(server, tokens, kv, n) for _ in range(repeats)]
-                samples.append((kv, n, statistics.median(times)))
-                tell(f"verify: kv {kv}, batched {n}: {1000 * samples[-1][2]:.2f} ms")
+                measured = [_forward_sample(server, tokens, kv, n) for _ in range(repeats)]
+                seconds = statistics.median(sample[2] for sample in measured)
+                samples.append((measured[0][0], measured[0][1], seconds))
+                tell(f"verify: kv {samples[-1][0]}, batched {samples[-1][1]}: {1000 * seconds:.2f} ms")
         per_kv, per_token, fixed, error = fit_verify(samples)
         for kv in contexts:
             decode = statistics.median(_decode_seconds(server, tokens, kv) for _ in range(repeats))

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from specplug.bench._run import BenchResult, Row
 
-__all__ = ["print_table", "write_json", "write_plots"]
+__all__ = ["markdown_tables", "print_table", "write_json", "write_plots"]
 
 
 def _num(value: float | None, digits: int = 2, suffix: str = "") -> str:
@@ -117,3 +117,21 @@ def write_plots(result: BenchResult, folder: str | Path) -> list[Path]:
     plt.close(figure)
     written.append(path)
     return written
+
+
+def markdown_tables(result: BenchResult) -> str:
+    """The same figures as :func:`print_table`, as Markdown (one table per workload)."""
+    shown = [b for b in result.batch_sizes if b in (1, 8, 32, 128)] or result.batch_sizes[:4]
+    first = result.batch_sizes[0]
+    header = ["method", "tok/step", "acc/step", "acc rate", "drafted", "us/step"]
+    header += [f"x@{b}" for b in shown] + ["min x", f"oracle@{first}", "notes"]
+    lines = []
+    for workload in result.workloads:
+        lines += [f"**{workload}** (cost model `{result.cost_model}`, k={result.k})", ""]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for row in (r for r in result.rows if r.workload == workload):
+            cells = [cell.replace("[red]", "").replace("[/red]", "") for cell in _cells(row, shown, first)]
+            cells[0] = f"`{cells[0]}`"
+            lines.append("| " + " | ".join(cell.replace("|", "/") for cell in cells) + " |")
+        lines.append("")
+    return "\n".join(lines)

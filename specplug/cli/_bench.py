@@ -40,6 +40,7 @@ def bench_command(
     neural_alpha: float = typer.Option(0.6, "--neural-alpha", min=0.0, max=0.99, help="acceptance of the simulated neural drafter where a trace has none"),
     json_path: Path = typer.Option(None, "--json", help="write the results as JSON here"),
     plots: Path = typer.Option(None, "--plots", help="write PNG plots into this folder"),
+    markdown: Path = typer.Option(None, "--markdown", help="write the tables as Markdown here"),
 ) -> None:
     """Replay traces against methods and peers: acceptance, proposer time and modeled speedup per workload."""
     from specplug.bench import DEFAULT_METHODS, default_traces, parse_method, print_table, run_benchmark, write_json, write_plots
@@ -90,6 +91,12 @@ def bench_command(
     if json_path:
         write_json(result, json_path)
         console.print(f"wrote {json_path}")
+    if markdown:
+        from specplug.bench import markdown_tables
+
+        markdown.parent.mkdir(parents=True, exist_ok=True)
+        markdown.write_text(markdown_tables(result))
+        console.print(f"wrote {markdown}")
     if plots:
         for path in write_plots(result, plots):
             console.print(f"wrote {path}")
