@@ -3,7 +3,7 @@
 # specplug's methods; the peers need scripts/setup_vllm.sh and scripts/setup_peers.sh).
 #   1. every method, the peers and the oracle; table + JSON + plots under docs/bench/
 #   2. vLLM's NgramProposer over a grid of settings, to find its best one per workload
-#   3. the same with the cost model calibrated on this machine (SmolLM2-135M, 1 CPU thread)
+#   3. the main methods under the cost model calibrated on this machine, where one was made
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=docs/bench
@@ -20,5 +20,8 @@ for n in "1,3" "2,4" "3,5" "5,5"; do
 done
 .venv/bin/specplug bench --k 8 --no-oracle -m suffix "${VLLM[@]}" --batch-sizes 1 \
     --json "$OUT/vllm-ngram-sweep.json" --markdown "$OUT/vllm-ngram-sweep.md" | tee "$OUT/vllm-ngram-sweep.txt"
-.venv/bin/specplug bench --k 8 --cost cpu-smollm2-135m-1t -m suffix -m neural -m hybrid -m adaptive \
+# a cost model of this machine: bash scripts/bench_docs.sh after
+#   .venv/bin/specplug calibrate --out docs/bench/cpu-smollm2-135m-1t.toml --neural-model .models/SmolLM2-135M-draft-Q2_K.gguf
+[ -f "$OUT/cpu-smollm2-135m-1t.toml" ] || exit 0
+.venv/bin/specplug bench --k 8 --cost "$OUT/cpu-smollm2-135m-1t.toml" -m suffix -m neural -m hybrid -m adaptive \
     --batch-sizes 1,2,4,8 --json "$OUT/results-cpu.json" --markdown "$OUT/results-cpu.md" | tee "$OUT/table-cpu.txt"

@@ -9,6 +9,7 @@ llama-server reports per response ``timings.draft_n`` (tokens drafted) and
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -121,5 +122,13 @@ def engine_rows(
         row.acceptance_rate = accepted / drafted if drafted else None
         row.speedup = {batch: plain[batch] / spec[batch] for batch in batch_sizes if spec[batch]}
         row.notes = f"output identical in {identical}/{len(records)}"
+        ratios = [
+            float(record.engine_runs[name].get("predicted_per_second", 0.0)) / float(record.meta["plain_tokens_per_s"])
+            for record in records
+            if record.meta.get("plain_tokens_per_s") and record.engine_runs[name].get("predicted_per_second")
+        ]
+        if ratios:
+            # wall-clock tokens/s against the plain run of the same prompt (1 thread, shared machine: noisy)
+            row.notes += f"; measured {statistics.median(ratios):.2f}x tok/s (median)"
         rows.append(row)
     return rows
