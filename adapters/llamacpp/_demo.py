@@ -32,26 +32,27 @@ HAND_BEST = Setting(
 
 
 def relative(a: Measurement, b: Measurement) -> tuple[float, float, float]:
-    """Median and range over rounds of a's tokens/s over b's (same rounds)."""
-    ratios = [x / y for x, y in zip(a.tokens_per_second, b.tokens_per_second) if y]
+    """Median and range over rounds of a's tokens per CPU-second over b's (same rounds)."""
+    ratios = [x / y for x, y in zip(a.cpu_tokens_per_second, b.cpu_tokens_per_second) if y]
     return statistics.median(ratios), min(ratios), max(ratios)
 
 
 def _table(title: str, rows: list[Measurement]) -> str:
-    lines = [title, f"  {'setting':58s} {'tok/s':>7s} {'speedup (range)':>20s} {'accept':>7s} {'identical':>9s}"]
+    head = f"  {'setting':56s} {'tok/CPU-s':>9s} {'speedup (range)':>20s} {'wall tok/s':>10s} {'accept':>7s} {'identical':>9s}"
+    lines = [title, head]
     for m in rows:
         low, high = m.spread
         accept = "-" if m.acceptance is None else f"{100 * m.acceptance:.0f}%"
         lines.append(
-            f"  {m.setting.name:58s} {m.median_tps:7.1f} {m.speedup:8.2f}x ({low:.2f}-{high:.2f}) "
-            f"{accept:>7s} {m.identical:>4d}/{m.compared:<4d}"
+            f"  {m.setting.name:56s} {m.median_cpu_tps:9.1f} {m.speedup:8.2f}x ({low:.2f}-{high:.2f}) "
+            f"{m.median_tps:10.1f} {accept:>7s} {m.identical:>4d}/{m.compared:<4d}"
         )
     return "\n".join(lines)
 
 
 def _line(label: str, a: Measurement, b: Measurement) -> str:
     median, low, high = relative(a, b)
-    return f"  {label}: {median:.2f}x (range {low:.2f}-{high:.2f} over {len(a.tokens_per_second)} rounds)"
+    return f"  {label}: {median:.2f}x (tokens per CPU-second; range {low:.2f}-{high:.2f} over {len(a.ratios)} rounds)"
 
 
 def run_server(model: Path, prompts_file: Path, args: argparse.Namespace) -> dict[str, Measurement]:
@@ -104,7 +105,8 @@ def _progress(message: str) -> None:
 def _summary(named: dict[str, Measurement]) -> dict[str, object]:
     return {
         key: {
-            "setting": m.setting.name, "tokens_per_second": m.tokens_per_second, "speedup": m.speedup,
+            "setting": m.setting.name, "tokens_per_second": m.tokens_per_second,
+            "cpu_tokens_per_second": m.cpu_tokens_per_second, "speedup": m.speedup,
             "spread": m.spread, "acceptance": m.acceptance, "identical": f"{m.identical}/{m.compared}",
         }  # fmt: skip
         for key, m in named.items()

@@ -4,7 +4,9 @@ Each generation gets a fresh draft model from its factory, so nothing learnt on 
 (a suffix cache holding the answer) helps the next. Decode speed is timed from the first
 generated token to the last, so the prompt's evaluation (which ``logits_all`` makes slower
 for every speculative run alike) is not counted, as in llama-server's ``predicted_per_second``.
-Rounds interleave the settings, and speedups are medians of per-round ratios to plain.
+Speed is counted per wall-clock second and per CPU-second of this process (one thread: on a
+shared machine the CPU time leaves out waiting for a core). Rounds interleave the settings,
+and speedups are medians of per-round ratios of CPU tokens/s to plain's.
 """
 
 from __future__ import annotations
@@ -53,11 +55,12 @@ class CountingDraftModel(LlamaDraftModel):
         return draft
 
 
-def _generate(llm: Llama, prompt_ids: list[int], n_predict: int) -> tuple[list[int], float]:
+def _generate(llm: Llama, prompt_ids: list[int], n_predict: int) -> tuple[list[int], float, float]:
+    """Greedy tokens, and the wall and CPU seconds from the first token to the last."""
     tokens: list[int] = []
-    first = last = 0.0
+    first = last = (0.0, 0.0)
     for token in llm.generate(prompt_ids, temp=0.0, top_k=1, reset=True):
-        last = time.perf_counter()
+        last = (time.perf_counter(), time.process_time())
         if not tokens:
             first = last
         if token == llm.token_eos():
@@ -65,7 +68,7 @@ def _generate(llm: Llama, prompt_ids: list[int], n_predict: int) -> tuple[list[i
         tokens.append(int(token))
         if len(tokens) == n_predict:
             break
-    return tokens, last - first
+    return tokens, last[0] - first[0], last[1] - first[1]
 
 
 def measure_draft_models(
@@ -106,13 +109,14 @@ def measure_draft_models(
             if progress:
                 progress(f"round {round_index + 1}/{rounds}: {name}")
             llm, result = llms[name], results[name]
-            produced, seconds = 0, 0.0
+            produced, seconds, cpu_seconds = 0, 0.0, 0.0
             for index, prompt_ids in enumerate(tokenized):
                 drafter = factories[name]()
                 llm.draft_model = drafter  # a fresh drafter per generation (see module docstring)
-                tokens, elapsed = _generate(llm, prompt_ids, n_predict)
+                tokens, elapsed, cpu = _generate(llm, prompt_ids, n_predict)
                 produced += max(len(tokens) - 1, 0)
                 seconds += elapsed
+                cpu_seconds += cpu
                 stats = getattr(drafter, "stats", None)
                 if stats is not None:
                     result.draft_n += stats["drafted"]
@@ -122,11 +126,12 @@ def measure_draft_models(
                 elif round_index == 0:
                     result.compared += 1
                     result.identical += first_divergence(plain_tokens[index], tokens) is None
-            tps = produced / seconds if seconds else 0.0
-            result.tokens_per_second.append(tps)
+            result.tokens_per_second.append(produced / seconds if seconds else 0.0)
+            cpu_tps = produced / cpu_seconds if cpu_seconds else 0.0
+            result.cpu_tokens_per_second.append(cpu_tps)
             result.predicted_n += produced
             if name == plain_name:
-                plain_tps = tps
-            result.ratios.append(tps / plain_tps if plain_tps else 0.0)
+                plain_tps = cpu_tps
+            result.ratios.append(cpu_tps / plain_tps if plain_tps else 0.0)
     results[plain_name].compared = results[plain_name].identical = len(prompts)
     return [results[name] for name in names]

@@ -1,11 +1,13 @@
 """Measuring llama-server settings side by side: tokens/s, acceptance and speedup over plain.
 
-Settings are measured in rounds: each round starts one fresh server per setting (plain
-first) and runs every prompt once, so no setting sees a prompt twice within a server (the
-n-gram caches of ``ngram-mod``/``ngram-cache`` would otherwise learn the answer), and slow
-drift on a shared machine hits every setting alike. A setting's speedup is the median over
-rounds of its tokens/s divided by plain's in the same round; the spread of those ratios is
-the noise quoted with it.
+Settings are measured in rounds. Each round starts one fresh server per setting, all at
+once, and sends every prompt to every setting back to back (plain first), so no server sees
+a prompt twice (the caches of ``ngram-mod``/``ngram-cache`` would learn the answer) and the
+settings compared on a prompt run seconds apart. Speed is counted two ways: wall-clock
+tokens/s (``timings.predicted_ms``) and tokens per CPU-second of the server process (one
+thread), which on a shared machine leaves out the time spent waiting for a core. A setting's
+speedup is the median over rounds of its CPU tokens/s over plain's in the same round; the
+spread of those ratios is the noise quoted with it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import math
 import os
 import statistics
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from specplug_adapters.llamacpp._prompts import Prompt
@@ -35,8 +38,9 @@ class Measurement:
     """One setting over all rounds: per-round totals and the comparison with plain."""
 
     setting: Setting
-    tokens_per_second: list[float] = field(default_factory=list)
-    ratios: list[float] = field(default_factory=list)  # tokens/s over plain's, per round
+    tokens_per_second: list[float] = field(default_factory=list)  # wall clock, per round
+    cpu_tokens_per_second: list[float] = field(default_factory=list)  # per CPU-second, per round
+    ratios: list[float] = field(default_factory=list)  # CPU tokens/s over plain's, per round
     draft_n: int = 0
     draft_n_accepted: int = 0
     predicted_n: int = 0
@@ -46,6 +50,10 @@ class Measurement:
     @property
     def median_tps(self) -> float:
         return statistics.median(self.tokens_per_second) if self.tokens_per_second else 0.0
+
+    @property
+    def median_cpu_tps(self) -> float:
+        return statistics.median(self.cpu_tokens_per_second) if self.cpu_tokens_per_second else 0.0
 
     @property
     def speedup(self) -> float:
@@ -135,39 +143,49 @@ def measure_settings(
     """Measure ``settings`` (plain is added first if missing) over ``prompts`` in ``rounds``."""
     if not any(not setting.flags for setting in settings):
         settings = [Setting("plain"), *settings]
-    # every setting is checked (flags against --help, model path) before the first one runs
-    servers = {s.name: LlamaServer(model, s.flags, threads=threads, ctx_size=ctx_size, binary=binary) for s in settings}
-    results = {s.name: Measurement(s) for s in settings}
     plain_name = next(s.name for s in settings if not s.flags)
+    settings = sorted(settings, key=lambda s: s.name != plain_name)  # plain first on every prompt
+
+    def server(setting: Setting) -> LlamaServer:
+        return LlamaServer(model, setting.flags, threads=threads, ctx_size=ctx_size, binary=binary)
+
+    for setting in settings:  # check every setting (flags against --help, model path) before any runs
+        server(setting)
+    results = {s.name: Measurement(s) for s in settings}
     plain_tokens: dict[str, tuple[int, ...]] = {}
     for round_index in range(rounds):
-        plain_tps = 0.0
+        runs: dict[str, list[Completion]] = {s.name: [] for s in settings}
+        with ExitStack() as stack:
+            live = {s.name: stack.enter_context(server(s)) for s in settings}
+            for prompt in prompts:
+                text = prompt.render(live[plain_name])
+                for setting in settings:
+                    if progress:
+                        progress(f"round {round_index + 1}/{rounds}, {prompt.id}: {setting.name}")
+                    runs[setting.name].append(live[setting.name].complete(text, n_predict))
+        plain_cpu = _totals(runs[plain_name])[1]
         for setting in settings:
-            if progress:
-                progress(f"round {round_index + 1}/{rounds}: {setting.name}")
-            completions = _run(servers[setting.name], prompts, n_predict)
-            result = results[setting.name]
-            tokens = sum(c.predicted_n for c in completions)
-            millis = sum(c.predicted_ms for c in completions)
-            tps = 1000.0 * tokens / millis if millis else 0.0
-            result.tokens_per_second.append(tps)
+            completions, result = runs[setting.name], results[setting.name]
+            wall, cpu = _totals(completions)
+            result.tokens_per_second.append(wall)
+            result.cpu_tokens_per_second.append(cpu)
+            result.ratios.append(cpu / plain_cpu if plain_cpu else 0.0)
             result.draft_n += sum(c.draft_n for c in completions)
             result.draft_n_accepted += sum(c.draft_n_accepted for c in completions)
-            result.predicted_n += tokens
-            if setting.name == plain_name:
-                plain_tps = tps
-                plain_tokens = plain_tokens or {p.id: c.tokens for p, c in zip(prompts, completions)}
-            elif round_index == 0:
-                for prompt, completion in zip(prompts, completions):
-                    result.compared += 1
-                    result.identical += first_divergence(plain_tokens[prompt.id], completion.tokens) is None
-            result.ratios.append(tps / plain_tps if plain_tps else 0.0)
-    plain = results[plain_name]
-    plain.compared = plain.identical = len(prompts)
+            result.predicted_n += sum(c.predicted_n for c in completions)
+            if round_index == 0:
+                if setting.name == plain_name:
+                    plain_tokens = {p.id: c.tokens for p, c in zip(prompts, completions)}
+                result.compared += len(prompts)
+                result.identical += sum(
+                    first_divergence(plain_tokens[p.id], c.tokens) is None for p, c in zip(prompts, completions)
+                )
     return [results[s.name] for s in settings]
 
 
-def _run(server: LlamaServer, prompts: Sequence[Prompt], n_predict: int) -> list[Completion]:
-    with server:
-        texts = [prompt.render(server) for prompt in prompts]
-        return [server.complete(text, n_predict) for text in texts]
+def _totals(completions: Sequence[Completion]) -> tuple[float, float]:
+    """(wall-clock tokens/s, tokens per CPU-second) over all completions."""
+    tokens = sum(c.predicted_n for c in completions)
+    millis = sum(c.predicted_ms for c in completions)
+    cpu = sum(c.generation_cpu_seconds for c in completions)
+    return (1000.0 * tokens / millis if millis else 0.0), (tokens / cpu if cpu else 0.0)

@@ -50,10 +50,13 @@ class Completion:
     tokens: tuple[int, ...]
     predicted_n: int
     predicted_ms: float
+    prompt_ms: float
     draft_n: int
     draft_n_accepted: int
     #: per generated token, the top-n candidates as (token id, probability), most likely first
     top: tuple[tuple[tuple[int, float], ...], ...] = ()
+    #: CPU time the server process spent on this request (prompt and generation)
+    cpu_seconds: float = 0.0
 
     @property
     def tokens_per_second(self) -> float:
@@ -63,8 +66,23 @@ class Completion:
     def acceptance(self) -> float | None:
         return self.draft_n_accepted / self.draft_n if self.draft_n else None
 
+    @property
+    def generation_cpu_seconds(self) -> float:
+        """CPU time of the generation alone: the request's CPU time split as its wall time was.
+
+        On a shared machine wall time also counts waiting for a core; the server's CPU time
+        (one thread) counts only its own work, so it compares settings more fairly.
+        """
+        total = self.prompt_ms + self.predicted_ms
+        return self.cpu_seconds * self.predicted_ms / total if total > 0 else 0.0
+
+    @property
+    def cpu_tokens_per_second(self) -> float:
+        cpu = self.generation_cpu_seconds
+        return self.predicted_n / cpu if cpu > 0 else 0.0
+
     @classmethod
-    def from_response(cls, response: dict[str, Any]) -> Completion:
+    def from_response(cls, response: dict[str, Any], cpu_seconds: float = 0.0) -> Completion:
         timings = response.get("timings") or {}
         top = tuple(_top_candidates(item) for item in response.get("completion_probabilities") or ())
         return cls(
@@ -72,9 +90,11 @@ class Completion:
             tokens=tuple(int(token) for token in response.get("tokens") or ()),
             predicted_n=int(timings.get("predicted_n", 0)),
             predicted_ms=float(timings.get("predicted_ms", 0.0)),
+            prompt_ms=float(timings.get("prompt_ms", 0.0)),
             draft_n=int(timings.get("draft_n", 0)),
             draft_n_accepted=int(timings.get("draft_n_accepted", 0)),
             top=top,
+            cpu_seconds=cpu_seconds,
         )
 
 
@@ -188,6 +208,16 @@ class LlamaServer:
             self._home.cleanup()
             self._home = None
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the server process so far (from /proc; 0 where unavailable)."""
+        if self._process is None:
+            return 0.0
+        try:
+            fields = Path(f"/proc/{self._process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime, in ticks
+
     def log_tail(self, lines: int = 20) -> str:
         """The last lines the server printed."""
         if self._log is None:
@@ -236,4 +266,6 @@ class LlamaServer:
         }
         if n_probs:
             payload.update(n_probs=n_probs, post_sampling_probs=False)
-        return Completion.from_response(self._request("POST", "/completion", payload, timeout=timeout))
+        before = self.cpu_seconds()
+        response = self._request("POST", "/completion", payload, timeout=timeout)
+        return Completion.from_response(response, cpu_seconds=self.cpu_seconds() - before)

@@ -68,7 +68,7 @@ def best(measurements: Sequence[Measurement]) -> Measurement:
     candidates = [m for m in measurements if m.setting.flags]
     if not candidates:
         raise InvalidOptionError("no speculative setting was measured; give at least one candidate")
-    return max(candidates, key=lambda m: (m.speedup, m.median_tps))
+    return max(candidates, key=lambda m: (m.speedup, m.median_cpu_tps))
 
 
 def preset_text(name: str, winner: Measurement, plain: Measurement, *, summary: str, notes: Sequence[str]) -> str:
@@ -76,10 +76,11 @@ def preset_text(name: str, winner: Measurement, plain: Measurement, *, summary: 
     low, high = winner.spread
     lines = [
         f"# {summary}",
-        f"# setting: {winner.setting.name}; measured {winner.speedup:.2f}x plain tokens/s "
-        f"(median of {len(winner.ratios)} rounds, range {low:.2f}-{high:.2f}x), "
-        f"{winner.median_tps:.1f} vs {plain.median_tps:.1f} tok/s, "
-        f"acceptance {_percent(winner.acceptance)}, output identical to plain in {winner.identical}/{winner.compared}",
+        f"# setting: {winner.setting.name}; measured {winner.speedup:.2f}x plain (tokens per CPU-second of the "
+        f"server, median of {len(winner.ratios)} rounds, range {low:.2f}-{high:.2f}x; "
+        f"{winner.median_cpu_tps:.1f} vs {plain.median_cpu_tps:.1f}; wall clock {winner.median_tps:.1f} vs "
+        f"{plain.median_tps:.1f} tok/s), acceptance {_percent(winner.acceptance)}, "
+        f"output identical to plain in {winner.identical}/{winner.compared}",
         *(f"# {note}" for note in notes),
         f"[{name}]",
     ]

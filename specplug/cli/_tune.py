@@ -49,15 +49,15 @@ def tune_command(
             ctx_size=ctx_size, summary=summary, command=shlex.join(["specplug", "tune", *sys.argv[2:]]), candidates=grid,
             progress=progress,
         )  # fmt: skip
-    table = Table(title=f"llama-server on {model.name}: {rounds} rounds, {threads} thread(s)")
-    for column in ("setting", "tok/s (median)", "speedup (range)", "acceptance", "identical"):
+    table = Table(title=f"llama-server on {model.name}: {rounds} rounds, {threads} thread(s); speedup from CPU time")
+    for column in ("setting", "tok/CPU-s", "speedup (range)", "wall tok/s", "acceptance", "identical"):
         table.add_column(column)
     for m in sorted(measurements, key=lambda m: -m.speedup):
         low, high = m.spread
         acceptance = "-" if m.acceptance is None else f"{100 * m.acceptance:.0f}%"
         table.add_row(
-            m.setting.name, f"{m.median_tps:.1f}", f"{m.speedup:.2f}x ({low:.2f}-{high:.2f})", acceptance,
-            f"{m.identical}/{m.compared}",
+            m.setting.name, f"{m.median_cpu_tps:.1f}", f"{m.speedup:.2f}x ({low:.2f}-{high:.2f})",
+            f"{m.median_tps:.1f}", acceptance, f"{m.identical}/{m.compared}",
         )  # fmt: skip
     Console().print(table)
     typer.echo(f"wrote {path}")
