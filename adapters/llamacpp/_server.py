@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -105,6 +107,17 @@ def _top_candidates(item: dict[str, Any]) -> tuple[tuple[int, float], ...]:
     return tuple((int(c["id"]), math.exp(float(c["logprob"]))) for c in item.get("top_logprobs", ()))
 
 
+def _die_with_parent() -> None:
+    # Linux: the server gets SIGTERM when the process that started it dies, even by a signal
+    # that skips Python's cleanup, so no llama-server is left behind holding memory and a port
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -176,6 +189,7 @@ class LlamaServer:
         self._process = subprocess.Popen(
             self.command(), stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=hermetic_env(home=self._home.name), cwd=self._home.name,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )  # fmt: skip
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
