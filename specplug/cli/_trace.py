@@ -52,6 +52,7 @@ def trace_command(
     with console.status("starting llama-server") as status:
         with LlamaServer(path, threads=threads, ctx_size=8192) as server:
             records = list(generate_records(server, scripts, model_name=path.name, max_tokens=max_tokens, progress=status.update))
+        write_traces(out, records)  # after each phase, so an interrupted run keeps what it made
         if neural_model:
             draft_path = find_model(neural_model)
             with LlamaServer(draft_path, threads=threads, ctx_size=8192) as draft:
@@ -59,6 +60,7 @@ def trace_command(
                     status.update(f"neural acceptance: {record.id}")
                     neural = neural_acceptance(draft, record, neural_k, drafter=draft_path.name)
                     records[index] = record.model_copy(update={"neural": neural})
+            write_traces(out, records)
         types = [name.strip() for name in llamacpp_types.split(",") if name.strip()]
         if types:
             runs = measure_llamacpp(str(path), records, types, threads=threads, progress=status.update)
