@@ -8,7 +8,7 @@ token by token on the continuation, as in suffix decoding (arXiv 2411.04975): th
 frequent token wins while the product of the winners' frequencies stays at or above
 ``min_token_prob``, and the draft may grow to ``max_spec_factor * match + max_spec_offset``
 tokens. ``Draft.score`` is the expected number of accepted tokens (the sum of those
-products); the source with the higher score drafts (the request's own on a tie).
+products); the source with the higher score drafts, on a tie the one with the longer match (then the request itself).
 
 The global cache keeps the outputs of finished requests (``stop``), bounded by
 ``max_cached_requests`` and ``max_cache_bytes`` with the oldest evicted first, so spans that
@@ -90,11 +90,11 @@ class SuffixProposer(Proposer):
         index = self._requests[request_id]
         limit = min(max_tokens, self.options.max_tokens)
         query = index.tail(self.options.max_depth)
-        count, score, _ = index.ring.draft(query, self.options, limit, self._out)
+        count, score, match = index.ring.draft(query, self.options, limit, self._out)
         tokens = tuple(self._out[:count].tolist())
         if self.options.global_cache:
-            count, cached_score, _ = self.cache.draft(query, self.options, limit, self._out)
-            if cached_score > score:
+            count, cached_score, cached_match = self.cache.draft(query, self.options, limit, self._out)
+            if (cached_score, cached_match) > (score, match):
                 tokens, score = tuple(self._out[:count].tolist()), cached_score
         return Draft(tokens, self.name, score)
 
@@ -135,17 +135,17 @@ def _occurrences(
 
 def _reference_draft(
     history: Sequence[Sequence[int]], query: list[int], options: SuffixOptions, max_tokens: int
-) -> tuple[tuple[int, ...], float]:
+) -> tuple[tuple[int, ...], float, int]:
     """The same rule as the kernel, by brute force over ``history`` (oldest sequence first)."""
     if len(query) < options.min_match:
-        return (), 0.0
+        return (), 0.0, 0
     candidates: list[tuple[int, list[int]]] = []  # (match length, continuation), most recent first
     if options.long_match and len(query) >= options.long_match:
         candidates = _occurrences(history, query, options.long_match, options)
     if not candidates:
         candidates = _occurrences(history, query, options.min_match, options)
     if not candidates:
-        return (), 0.0
+        return (), 0.0, 0
     best = max(m for m, _ in candidates)
     alive = [continuation for m, continuation in candidates if m == best]
     budget = min(max_tokens, math.floor(options.max_spec_factor * best + options.max_spec_offset))
@@ -165,7 +165,7 @@ def _reference_draft(
         drafted.append(token)
         score += cumulative
         alive = [c for c in alive if len(c) > d and c[d] == token]
-    return tuple(drafted), score
+    return tuple(drafted), score, best
 
 
 class ReferenceSuffixProposer(Proposer):
@@ -189,10 +189,10 @@ class ReferenceSuffixProposer(Proposer):
         tokens = self._tokens[request_id]
         limit = min(max_tokens, self.options.max_tokens)
         query = tokens[-self.options.max_depth :]
-        drafted, score = _reference_draft([tokens], query, self.options, limit)
+        drafted, score, match = _reference_draft([tokens], query, self.options, limit)
         if self.options.global_cache:
-            cached, cached_score = _reference_draft(list(self._cache), query, self.options, limit)
-            if cached_score > score:
+            cached, cached_score, cached_match = _reference_draft(list(self._cache), query, self.options, limit)
+            if (cached_score, cached_match) > (score, match):
                 drafted, score = cached, cached_score
         return Draft(drafted, self.name, score)
 
