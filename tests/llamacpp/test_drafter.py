@@ -98,13 +98,19 @@ def test_a_faulty_proposer_costs_drafts_not_the_generation(smollm2, prompt_ids, 
 
 
 def test_a_new_generation_restarts_the_request_and_feeds_the_cache(smollm2, prompt_ids):
-    drafter = SpecplugDraftModel("suffix", max_tokens=8)
+    suffix = specplug.create("suffix")
+    drafter = SpecplugDraftModel(suffix, max_tokens=8)
     llm = _llama(smollm2, drafter)
-    _generate(llm, prompt_ids)
-    first = drafter.stats["accepted"]
-    _generate(llm, prompt_ids)  # same prompt again: a second request, drafted from the first's output
+    answer = _generate(llm, prompt_ids)
+    _generate(llm, prompt_ids)  # same prompt again: the first request ends, a second begins
     assert drafter.stats["generations"] == 2
-    assert drafter.stats["accepted"] - first > first  # the global cache holds the finished answer
+    # The first request's answer is in the global cache: a new request with the same prompt
+    # drafts its opening from it. (Comparing the two generations' acceptance instead would
+    # hinge on near-tie flips: batched verification may change a greedy token here.)
+    assert len(suffix.cache) >= 1
+    suffix.start("probe", prompt_ids)
+    opening = suffix.propose("probe", 8).tokens
+    assert len(opening) == 8 and list(opening) == answer[:8]
 
 
 def test_hybrid_with_a_second_llama_as_the_neural_part(smollm2, prompt_ids, plain):
