@@ -49,18 +49,29 @@ def run(args, chats, speculative: dict | None, additional: dict | None, *, top2:
               speculative_config=speculative, additional_config=additional or {})
     params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens, logprobs=2 if top2 else None)
     llm.chat(chats[:1], params, use_tqdm=False)  # warm-up
+    before = spec_counts(llm)
     began = time.perf_counter()
     outputs = llm.chat(chats, params, use_tqdm=False)
     elapsed = time.perf_counter() - began
+    # this run's counts: every engine of the process counts into one registry
+    metrics = {name: value - before.get(name, 0.0) for name, value in spec_counts(llm).items()}
     tokens = [list(output.outputs[0].token_ids) for output in outputs]
     gaps = None
     if top2:
         gaps = [[_gap(position) for position in output.outputs[0].logprobs] for output in outputs]
-    metrics = {m.name: m.value for m in llm.get_metrics() if m.name.startswith("vllm:spec_decode") and hasattr(m, "value")}
     llm.llm_engine.engine_core.shutdown()
     del llm
     gc.collect()
     return {"tokens": tokens, "gaps": gaps, "tok_s": sum(map(len, tokens)) / elapsed, "metrics": metrics}
+
+
+def spec_counts(llm) -> dict[str, float]:
+    """vLLM's spec-decode counters, summed over the series of the process's registry."""
+    counts: dict[str, float] = {}
+    for metric in llm.get_metrics():
+        if metric.name.startswith("vllm:spec_decode") and hasattr(metric, "value"):
+            counts[metric.name] = counts.get(metric.name, 0.0) + float(metric.value)
+    return counts
 
 
 def _gap(position: dict) -> float:

@@ -83,6 +83,7 @@ class SpecplugDrafter:
         found = runner if runner is not None else find_runner()
         self._runner = weakref.ref(found) if found is not None else None
         self._set_batch_size = getattr(proposer, "set_batch_size", None)
+        self._logged: set[type] = set()
         log.info(
             "specplug drafter: method %s, options %s, K=%d, request ids from %s",
             self.settings.method,
@@ -105,9 +106,11 @@ class SpecplugDrafter:
         """One draft per row of the batch (an empty list where none is worth verifying)."""
         try:
             return self._propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu)
-        except Exception:  # noqa: BLE001 - the adapter's own bugs must not stop vLLM either
+        except Exception as error:  # noqa: BLE001 - the adapter's own bugs must not stop vLLM either
             self.counters["faults"] += 1
-            log.warning("specplug drafter failed this step; no drafts for it", exc_info=True)
+            if type(error) not in self._logged:  # once per kind, like the guard
+                self._logged.add(type(error))
+                log.warning("specplug drafter failed this step; no drafts for it", exc_info=True)
             return [[] for _ in sampled_token_ids]
 
     def _propose(

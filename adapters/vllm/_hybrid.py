@@ -89,6 +89,7 @@ class HybridOverlay:
             interval=self.settings.stats_interval,
             details=stats_details(self.settings),
         )
+        self._logged: set[type] = set()
         log.info("specplug hybrid overlay on vLLM's %s drafts, options %s", neural_name, self.settings.options)
 
     def apply(self, runner: Any, num_tokens: int, sampled_token_ids: Any, drafts: Any) -> Any:
@@ -107,9 +108,11 @@ class HybridOverlay:
                 new_tokens, lengths = _padded_new_tokens(runner, sampled_token_ids)
             chosen = self._choose(runner, num_tokens, new_tokens, lengths, engine_rows)
             result = _like(drafts, chosen, engine_rows)
-        except Exception:  # noqa: BLE001 - the overlay must never take the engine down
+        except Exception as error:  # noqa: BLE001 - the overlay must never take the engine down
             self.counters["faults"] += 1
-            log.warning("specplug hybrid overlay failed; vLLM's own drafts are used this step", exc_info=True)
+            if type(error) not in self._logged:  # once per kind, like the guard
+                self._logged.add(type(error))
+                log.warning("specplug hybrid overlay failed; vLLM's own drafts are used this step", exc_info=True)
             return drafts
         self.stats.step()
         return result

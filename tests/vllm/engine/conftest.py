@@ -85,7 +85,9 @@ def generate(llm, chats, *, top2: bool = False) -> Run:
     from vllm import SamplingParams
 
     params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, logprobs=2 if top2 else None)
+    before = spec_metrics(llm)
     outputs = llm.chat(chats, params, use_tqdm=False)
+    after = spec_metrics(llm)
     tokens = [list(output.outputs[0].token_ids) for output in outputs]
     gaps = None
     if top2:
@@ -96,15 +98,20 @@ def generate(llm, chats, *, top2: bool = False) -> Run:
                 values = sorted((item.logprob for item in position.values()), reverse=True)
                 row.append(values[0] - values[1] if len(values) > 1 else float("inf"))
             gaps.append(row)
-    return Run(tokens, spec_metrics(llm), gaps)
+    # this generation's counts only: earlier engines of this process count into the same registry
+    return Run(tokens, {name: value - before.get(name, 0.0) for name, value in after.items()}, gaps)
 
 
 def spec_metrics(llm) -> dict[str, float]:
-    """vLLM's own spec-decode counters (``vllm:spec_decode_*``) from ``llm.get_metrics()``."""
-    found = {}
+    """vLLM's own spec-decode counters (``vllm:spec_decode_*``) from ``llm.get_metrics()``.
+
+    vLLM keeps them in one Prometheus registry per process, a series per engine: summed here.
+    """
+    found: dict[str, float] = {}
     for metric in llm.get_metrics():
         if metric.name.startswith("vllm:spec_decode") and hasattr(metric, "value"):
-            found[metric.name.removeprefix("vllm:")] = float(metric.value)
+            name = metric.name.removeprefix("vllm:")
+            found[name] = found.get(name, 0.0) + float(metric.value)
     return found
 
 
