@@ -205,3 +205,21 @@ def test_engine_runs_become_rows():
     assert row.tokens_per_step == pytest.approx(produced / (produced - 120))
     assert row.notes == "output identical in 1/2"
     assert 1.0 < row.speedup[1] < row.tokens_per_step and row.speedup[128] < row.speedup[1]
+
+
+def test_shipped_traces_replay_and_doctests():
+    import doctest
+
+    import specplug.bench
+    import specplug.bench._methods
+    from specplug.bench import default_traces
+    from specplug.trace import read_traces
+
+    files = default_traces()
+    assert {path.stem for path in files} >= {"spec-bench", "humaneval", "code-edit", "agentic"}
+    for path in files:
+        records = read_traces(path)
+        assert all(record.neural is not None and record.engine_runs for record in records), path
+    for module in (specplug.bench, specplug.bench._methods):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
