@@ -223,3 +223,11 @@ def test_shipped_traces_replay_and_doctests():
     for module in (specplug.bench, specplug.bench._methods):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_result_json_round_trip():
+    from specplug.bench import BenchResult, markdown_tables
+
+    result = run_benchmark(_records()[:2], [parse_method("suffix")], H100, batch_sizes=[1, 4])
+    again = BenchResult.from_json(json.loads(json.dumps(result.to_json())))
+    assert again == result and markdown_tables(again) == markdown_tables(result)

@@ -79,24 +79,30 @@ def write_plots(result: BenchResult, folder: str | Path) -> list[Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
+    colours = plt.get_cmap("tab20").colors
+    colour_of = {method: colours[index % len(colours)] for index, method in enumerate(result.methods)}
     for workload in result.workloads:
-        figure, axes = plt.subplots(figsize=(7, 4.2))
+        figure, axes = plt.subplots(figsize=(9.5, 4.6))
         for row in (r for r in result.rows if r.workload == workload and r.status == "ok" and r.speedup):
             batches = sorted(row.speedup)
             style = "--" if row.method == "oracle" else ("-." if row.source == "llama-server" else "-")
-            axes.plot(batches, [row.speedup[b] for b in batches], style, marker="o", markersize=3, label=row.method)
+            axes.plot(
+                batches, [row.speedup[b] for b in batches], style, marker="o", markersize=3,
+                label=row.method, color=colour_of.get(row.method, "black"),
+            )  # fmt: skip
         axes.axhline(1.0, color="grey", linewidth=0.8)
         axes.set_xscale("log", base=2)
+        axes.set_xticks(result.batch_sizes, [str(b) for b in result.batch_sizes])
         axes.set_xlabel("batch size")
         axes.set_ylabel(f"modeled speedup ({result.cost_model})")
         axes.set_title(f"{workload}: modeled speedup over plain decoding")
-        axes.legend(fontsize=7, ncol=2)
+        axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         figure.tight_layout()
         path = folder / f"speedup-{workload}.png"
         figure.savefig(path, dpi=110)
         plt.close(figure)
         written.append(path)
-    figure, axes = plt.subplots(figsize=(9, 4.2))
+    figure, axes = plt.subplots(figsize=(11, 4.6))
     methods = [m for m in result.methods]
     width = 0.8 / max(len(methods), 1)
     for index, method in enumerate(methods):
@@ -107,10 +113,13 @@ def write_plots(result: BenchResult, folder: str | Path) -> list[Path]:
                 values.append(row.tokens_per_step if row.status == "ok" else 0.0)
             except KeyError:
                 values.append(0.0)
-        axes.bar([w + index * width for w in range(len(result.workloads))], values, width, label=method)
+        axes.bar(
+            [w + index * width for w in range(len(result.workloads))], values, width, label=method,
+            color=colour_of.get(method, "black"),
+        )  # fmt: skip
     axes.set_xticks([w + 0.4 - width / 2 for w in range(len(result.workloads))], result.workloads)
     axes.set_ylabel("tokens per verification step")
-    axes.legend(fontsize=7, ncol=3)
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
     path = folder / "tokens-per-step.png"
     figure.savefig(path, dpi=110)

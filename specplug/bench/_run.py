@@ -59,6 +59,17 @@ class BenchResult:
                 return row
         raise KeyError((workload, method))
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BenchResult:
+        """The result that :meth:`to_json` wrote (to redraw plots or tables without a rerun)."""
+        rows = []
+        for item in data["rows"]:
+            item = dict(item)
+            item["speedup"] = {int(b): v for b, v in item["speedup"].items()}
+            item["oracle_share"] = {int(b): v for b, v in item["oracle_share"].items()}
+            rows.append(Row(**item))
+        return cls(data["cost_model"], data["k"], data["batch_sizes"], data["workloads"], data["methods"], rows)
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         for row in data["rows"]:
