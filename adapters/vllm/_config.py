@@ -162,7 +162,7 @@ def translate(
         )
     section.update(nested)
     section.update({key: spec.pop(key) for key in list(spec) if key not in fields})
-    section["method"] = name
+    section = {"method": name, **section}
     if name == "hybrid":
         spec = _as_neural(spec, section)
     else:
