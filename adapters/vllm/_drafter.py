@@ -27,7 +27,7 @@ import numpy as np
 from specplug import GuardedProposer
 from specplug_adapters.vllm._batch import BatchTracker
 from specplug_adapters.vllm._config import create_method, read_settings
-from specplug_adapters.vllm._stats import LOGGER_NAME, StatsReporter, stats_details
+from specplug_adapters.vllm._stats import LOGGER_NAME, reporter_for
 
 __all__ = ["SpecplugDrafter", "find_runner"]
 
@@ -73,13 +73,7 @@ class SpecplugDrafter:
         self.guard = GuardedProposer(proposer, logger=log)
         self.counters = self.guard.counters
         self.tracker = BatchTracker(self.guard)
-        self.stats = StatsReporter(
-            self.counters,
-            method=self.settings.method,
-            path=self.settings.stats_file,
-            interval=self.settings.stats_interval,
-            details=stats_details(self.settings),
-        )
+        self.stats = reporter_for(self.settings, self.counters)
         found = runner if runner is not None else find_runner()
         self._runner = weakref.ref(found) if found is not None else None
         self._set_batch_size = getattr(proposer, "set_batch_size", None)

@@ -23,7 +23,7 @@ import numpy as np
 from specplug import Draft, GuardedProposer, Proposer, RequestId
 from specplug_adapters.vllm._batch import BatchTracker
 from specplug_adapters.vllm._config import create_method, read_settings
-from specplug_adapters.vllm._stats import LOGGER_NAME, StatsReporter, stats_details
+from specplug_adapters.vllm._stats import LOGGER_NAME, reporter_for
 
 __all__ = ["EngineDrafts", "HybridOverlay"]
 
@@ -82,13 +82,7 @@ class HybridOverlay:
         self.guard = GuardedProposer(create_method(self.settings, neural=self.engine_drafts), logger=log)
         self.counters = self.guard.counters
         self.tracker = BatchTracker(self.guard)
-        self.stats = StatsReporter(
-            self.counters,
-            method=self.settings.method,
-            path=self.settings.stats_file,
-            interval=self.settings.stats_interval,
-            details=stats_details(self.settings),
-        )
+        self.stats = reporter_for(self.settings, self.counters)
         self._logged: set[type] = set()
         log.info("specplug hybrid overlay on vLLM's %s drafts, options %s", neural_name, self.settings.options)
 

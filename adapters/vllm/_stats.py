@@ -17,6 +17,7 @@ import os
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 __all__ = ["LOGGER_NAME", "StatsReporter", "read_stats", "stats_details"]
 
@@ -93,6 +94,17 @@ def stats_details(settings: object) -> dict[str, object]:
 
     options = {key: value for key, value in getattr(settings, "options", {}).items() if _is_json(value)}
     return {"options": options, "vllm_plugin": sorted(installed())}
+
+
+def reporter_for(settings: Any, counters: Counter[str]) -> StatsReporter:
+    """The stats reporter of a drafter or overlay, configured from its specplug settings."""
+    return StatsReporter(
+        counters,
+        method=settings.method,
+        path=settings.stats_file,
+        interval=settings.stats_interval,
+        details=stats_details(settings),
+    )
 
 
 def _is_json(value: object) -> bool:
