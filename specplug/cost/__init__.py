@@ -9,6 +9,7 @@
 from specplug.cost._errors import CostModelError
 from specplug.cost._files import dump_cost_model, load_cost_model
 from specplug.cost._linear import DRAFT_KINDS, CostModel, DraftTable, DraftTerm, LinearCostModel, VerifyTerm
+from specplug.cost._online import OnlineCostModel
 from specplug.cost._registry import CostModelRegistrar, CostModelSpec, cost_model, cost_models
 from specplug.cost._steps import plain_step_time, spec_step_time, spec_step_times
 
@@ -21,6 +22,7 @@ __all__ = [
     "DraftTable",
     "DraftTerm",
     "LinearCostModel",
+    "OnlineCostModel",
     "VerifyTerm",
     "cost_model",
     "cost_models",

@@ -1,0 +1,111 @@
+"""A cost model learnt from the step times an adapter observes, for engines with no fixed preset.
+
+On a CPU the time of a verification step is not linear in its tokens: llama.cpp picks a
+different matrix kernel by batch size, and with a 262k-token vocabulary each verified
+position pays a full output projection. So instead of coefficients this model keeps the
+recent step times seen at each batch size and answers with their median. A size not seen
+yet is priced by interpolating the sizes around it, or, beyond the largest one, by a slope
+that assumes each extra token costs ``prior_token_share`` of a one-token step: optimistic
+enough that the adaptive layer tries it once and learns its real price.
+
+>>> model = OnlineCostModel()
+>>> model.observe(batched_tokens=1, seconds=0.020)
+>>> model.observe(batched_tokens=4, seconds=0.050)
+>>> round(model.verify_time(2, 0) * 1e3, 1), round(model.verify_time(8, 0) * 1e3, 1)   # interpolated, extrapolated
+(30.0, 58.0)
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from specplug.cost._errors import CostModelError
+from specplug.cost._linear import DRAFT_KINDS
+
+__all__ = ["OnlineCostModel"]
+
+
+class OnlineCostModel:
+    """Verification time per batch size as the median of the last ``window`` observations.
+
+    ``observe()`` takes one step's time (forward pass plus sampling, whatever the adapter can
+    time between two drafting calls); ``observe_draft()`` the drafter's own time. The
+    ``CostModel`` methods then price any batch size, seen or not. A step time is the same
+    whatever the KV cache holds: on one request the cache grows slowly next to the batch
+    effect, and recent observations follow it.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str = "online",
+        window: int = 9,
+        max_batched_tokens: int = 256,
+        prior_token_share: float = 0.1,
+        prior_step: float = 0.01,
+    ) -> None:
+        if window < 1:
+            raise CostModelError(f"window = {window!r} is not valid; it must be >= 1")
+        if max_batched_tokens < 1:
+            raise CostModelError(f"max_batched_tokens = {max_batched_tokens!r} is not valid; it must be >= 1")
+        if not 0 < prior_token_share <= 1:
+            raise CostModelError(f"prior_token_share = {prior_token_share!r} is not valid; it must be in (0, 1]")
+        if not prior_step > 0:
+            raise CostModelError(f"prior_step = {prior_step!r} is not valid; it must be > 0 seconds")
+        self.name = name
+        self.prior_token_share = prior_token_share
+        self.prior_step = prior_step
+        self._steps = [deque[float](maxlen=window) for _ in range(max_batched_tokens + 1)]
+        self._drafts: dict[str, deque[float]] = {kind: deque(maxlen=window) for kind in DRAFT_KINDS}
+        self._table: np.ndarray | None = None  # per batch size, rebuilt after an observation
+
+    # ------------------------------------------------------------------ learning
+    def observe(self, batched_tokens: int, seconds: float) -> None:
+        """One verification step over ``batched_tokens`` tokens took ``seconds``."""
+        if 1 <= batched_tokens < len(self._steps) and seconds > 0:
+            self._steps[batched_tokens].append(seconds)
+            self._table = None
+
+    def observe_draft(self, kind: str, seconds: float) -> None:
+        """Drafting one step with a drafter of ``kind`` took ``seconds``."""
+        if kind in self._drafts and seconds >= 0:
+            self._drafts[kind].append(seconds)
+
+    def observations(self, batched_tokens: int) -> int:
+        """How many recent steps of this size the estimate rests on."""
+        return len(self._steps[batched_tokens]) if 1 <= batched_tokens < len(self._steps) else 0
+
+    # ------------------------------------------------------------------ CostModel
+    def verify_time(self, batched_tokens: int, kv_tokens: int) -> float:
+        table = self._estimates()
+        return float(table[min(max(batched_tokens, 1), len(table) - 1)])
+
+    def draft_time(self, kind: str, draft_tokens: int, kv_tokens: int, verify_time: float) -> float:
+        if kind not in DRAFT_KINDS:
+            raise CostModelError(f"cost model {self.name!r} has no draft kind {kind!r}; valid kinds: {', '.join(DRAFT_KINDS)}")
+        seen = self._drafts[kind]
+        return float(np.median(seen)) if seen and draft_tokens else 0.0
+
+    def step_overhead(self) -> float:
+        return 0.0
+
+    def _estimates(self) -> np.ndarray:
+        if self._table is not None:
+            return self._table
+        sizes = np.arange(len(self._steps), dtype=np.float64)
+        seen = [size for size in range(1, len(self._steps)) if self._steps[size]]
+        if not seen:
+            table = self.prior_step * (1.0 + self.prior_token_share * (sizes - 1.0))
+        else:
+            times = np.array([np.median(self._steps[size]) for size in seen])
+            # between seen sizes: straight lines; below the smallest: its time; above the
+            # largest: an optimistic slope, so an untried longer draft gets tried once
+            table = np.interp(sizes, seen, times)
+            base = times[0] / (1.0 + self.prior_token_share * (seen[0] - 1))
+            beyond = sizes > seen[-1]
+            table[beyond] = times[-1] + base * self.prior_token_share * (sizes[beyond] - seen[-1])
+        table[0] = table[1]
+        self._table = table
+        return table
