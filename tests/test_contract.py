@@ -189,6 +189,21 @@ def test_suffix_global_cache_drafts_across_requests():
     assert off.propose("turn2", 8).tokens == ()
 
 
+@pytest.mark.parametrize("implementation", ["fast", "reference"])
+def test_suffix_longer_match_beats_a_higher_scoring_cache(implementation):
+    """A lone cached occurrence scores as if certain; the source with the longer match drafts."""
+    p = specplug.create("suffix", implementation=implementation)
+    p.start("turn1", [1])
+    p.extend("turn1", [40, 41, 50, 51, 52, 53, 54, 55, 56, 57])  # after "40 41": 8 tokens, score 8
+    p.stop("turn1")
+    p.start("turn2", [30, 40, 41, 60, 30, 40, 41])  # locally "30 40 41" matches 3 tokens, score 4
+    draft = p.propose("turn2", 8)
+    assert draft.tokens == (60, 30, 40, 41)
+    assert draft.score == pytest.approx(4.0)
+    p.start("turn3", [40, 41, 70, 9, 40, 41])  # equal matches (2 tokens): the higher score (the cache's) drafts
+    assert p.propose("turn3", 8).tokens == (50, 51, 52, 53, 54, 55, 56, 57)
+
+
 def test_suffix_global_cache_stays_under_its_caps():
     p = specplug.create("suffix", max_cached_requests=3, max_cache_bytes=8192)
     rng = np.random.default_rng(0)
