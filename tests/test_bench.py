@@ -103,7 +103,22 @@ def test_speedup_falls_with_batch_and_oracle_bounds_the_methods():
         adaptive = result.row(workload, "adaptive")
         assert min(adaptive.speedup.values()) >= 1.0
     mixed = result.row("mixed", "hybrid")
-    assert mixed.speedup[1] > max(result.row("mixed", "suffix").speedup[1], result.row("mixed", "neural").speedup[1])
+    for batch in result.batch_sizes:
+        parts = max(result.row("mixed", "suffix").speedup[batch], result.row("mixed", "neural").speedup[batch])
+        assert mixed.speedup[batch] > parts
+    # cost-aware: on novel text at batch 128 the hybrid drafts less than its neural part, and pays
+    assert result.row("novel", "hybrid").speedup[128] > max(1.0, result.row("novel", "neural").speedup[128])
+
+
+def test_composites_get_the_benchmark_cost_model_and_batch_size():
+    from specplug.bench._methods import build
+
+    records = _records()
+    for spec in ("hybrid", "adaptive:candidates=ngram+neural"):
+        built = build(parse_method(spec), records, H100, 32, 0.6)
+        assert built.proposer.cost is H100 and built.proposer.batch_size == 32
+    plain = build(parse_method("hybrid:cost=null"), records, H100, 32, 0.6)
+    assert plain.proposer.cost is None
 
 
 class _FailingPlugin:
@@ -156,6 +171,18 @@ def test_cli_writes_table_json_and_plots(tmp_path, capsys):
     assert (tmp_path / "plots" / "speedup-edit.png").read_bytes()[:4] == b"\x89PNG"
     markdown = (tmp_path / "t.md").read_text()
     assert "**edit**" in markdown and "| `hybrid` |" in markdown and "| `oracle` |" in markdown
+
+
+@pytest.mark.parametrize("flag, expected", [([], True), (["--no-engine-runs"], False)])
+def test_cli_engine_runs_can_be_left_out(tmp_path, flag, expected):
+    """Recorded llama.cpp rows keep the draft length they were measured with: a --k 16 sweep drops them."""
+    out = tmp_path / "result.json"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "-w", "code-edit", "-m", "ngram", "--no-oracle", "--batch-sizes", "1", "--json", str(out), *flag])
+    assert exit_info.value.code == 0
+    methods = {row["method"] for row in json.loads(out.read_text())["rows"]}
+    assert "ngram" in methods
+    assert any(name.startswith("llama.cpp/") for name in methods) is expected
 
 
 def test_cli_reports_a_failed_row_and_exits_1(tmp_path, capsys, failing_catalog):

@@ -37,6 +37,10 @@ def bench_command(
         None, "--llamacpp-model", help="measure llama.cpp's n-gram types live with this GGUF (else use those recorded in the traces)"
     ),
     llamacpp_types: str = typer.Option("ngram-simple,ngram-map-k,ngram-mod", "--llamacpp-types", help="types measured with --llamacpp-model"),
+    engine_runs: bool = typer.Option(
+        True, "--engine-runs/--no-engine-runs",
+        help="also report the engine methods recorded in the traces (llama.cpp's n-gram types, at the draft length they were recorded with)",
+    ),
     neural_alpha: float = typer.Option(0.6, "--neural-alpha", min=0.0, max=0.99, help="acceptance of the simulated neural drafter where a trace has none"),
     json_path: Path = typer.Option(None, "--json", help="write the results as JSON here"),
     plots: Path = typer.Option(None, "--plots", help="write PNG plots into this folder"),
@@ -83,7 +87,9 @@ def bench_command(
         def tick(label: str) -> None:
             progress.update(task, advance=1, description=label)
 
-        result = run_benchmark(records, methods, model, k=k, batch_sizes=sizes, oracle=oracle, neural_alpha=neural_alpha, progress=tick)
+        result = run_benchmark(
+            records, methods, model, k=k, batch_sizes=sizes, oracle=oracle, engine_runs=engine_runs, neural_alpha=neural_alpha, progress=tick
+        )
     print_table(result, console)
     failed = [row for row in result.rows if row.status != "ok"]
     for row in failed:
