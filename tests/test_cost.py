@@ -171,11 +171,16 @@ def test_vectorised_step_times_equal_the_scalar_ones():
     from specplug.cost import spec_step_times
 
     model = cost_model("llama-3.1-8b-h100")
-    for kind in ("lookup", "neural"):
+    for kinds in (("lookup",), ("neural",), ("lookup", "neural")):
         for batch in (1, 7, 128):
-            array = spec_step_times(model, batch, 333, 9, kind)
-            scalar = [spec_step_time(model, batch, 333, k, (kind,)) for k in range(10)]
+            array = spec_step_times(model, batch, 333, 9, kinds if len(kinds) > 1 else kinds[0])
+            scalar = [spec_step_time(model, batch, 333, k, kinds) for k in range(10)]
             assert array.tolist() == pytest.approx(scalar, rel=1e-12)
+    # a step that runs both drafters costs more than either alone, at every length
+    both = spec_step_times(model, 8, 333, 9, ("neural", "lookup"))
+    assert (both > spec_step_times(model, 8, 333, 9, "neural")).all()
+    with pytest.raises(CostModelError, match="no draft kind 'medusa'"):
+        spec_step_times(model, 1, 333, 3, "medusa")
 
 
 def test_fit_recovers_coefficients_and_drops_negative_ones():

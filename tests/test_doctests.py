@@ -15,6 +15,9 @@ MODULES = [
     "specplug.proposers.ngram",
     "specplug.proposers.suffix",
     "specplug.proposers._suffix_index",
+    "specplug.proposers.hybrid",
+    "specplug.proposers.adaptive",
+    "specplug.cost._steps",
 ]
 
 

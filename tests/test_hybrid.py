@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import specplug
+from specplug.cost import CostModelError
 from tests._scripted import Oracle, drive
 
 PROMPT = [1, 2, 3]
@@ -109,3 +111,99 @@ def test_lifecycle_errors_leave_parts_consistent():
     hybrid.start("r", [1, 2, 1, 2])
     hybrid.stop("r")
     assert "r" not in neural and "r" not in hybrid.lookup
+
+
+# ---------------------------------------------------------------- with a cost model
+
+
+def _geometric(alpha: float, seed: int = 0):
+    """Accepted length at each position drawn with acceptance ``alpha`` per token (fixed by the seed)."""
+    rng = np.random.default_rng(seed)
+    table = rng.geometric(1 - alpha, size=5000) - 1
+    return lambda pos: int(table[pos])
+
+
+def test_cost_model_prefers_the_cheap_lookup_when_expectations_are_close():
+    """Neural 3 accepted a step, lookup about 2.7: by tokens the neural drafter wins, by tokens/s the lookup
+    (a neural step costs the head's forward passes, a lookup next to nothing)."""
+    output = list(range(100, 700))
+    outputs = {"r": output}
+    short = np.random.default_rng(1).random(len(output)) < 0.3  # where the lookup gets 2, not 3
+
+    def parts():
+        neural = Oracle(outputs, lambda pos: 3, pad=True)
+        lookup = Oracle(outputs, lambda pos: 2 if short[pos] else 3, name="look", kind="lookup", score=lambda pos: 2.5)
+        return neural, lookup
+
+    by_tokens = specplug.create("hybrid", neural=parts()[0], lookup=parts()[1])
+    late = drive(by_tokens, "r", PROMPT, output, 8)[20:]
+    assert sum(d.source == "neural" for d, _ in late) > 0.9 * len(late)
+    neural, lookup = parts()
+    by_cost = specplug.create("hybrid", neural=neural, lookup=lookup, cost="llama-3.1-8b-h100", batch_size=1)
+    late = drive(by_cost, "r", PROMPT, output, 8)[20:]
+    assert sum(d.source == "look" and not d.needs_neural for d, _ in late) > 0.9 * len(late)
+
+
+def test_cost_model_cuts_drafts_short_at_large_batch():
+    """Acceptance 0.7 a token: the whole lookup draft pays at batch 1, a short cut of it at batch 64."""
+    output = list(range(100, 1100))
+    lengths = {}
+    for batch in (1, 64):
+        neural = Oracle({"r": output}, lambda pos: 0, pad=True)
+        lookup = Oracle({"r": output}, _geometric(0.7), name="look", kind="lookup", pad=True)
+        hybrid = specplug.create("hybrid", neural=neural, lookup=lookup, cost="llama-3.1-8b-h100", batch_size=batch)
+        drafts = drive(hybrid, "r", PROMPT, output, 8)
+        lengths[batch] = np.mean([len(d.tokens) for d, _ in drafts[len(drafts) // 2 :]])
+    assert lengths[1] >= 6
+    assert 1 <= lengths[64] <= 4
+
+
+def test_cost_model_drafts_nothing_when_neither_part_can_pay():
+    output = list(range(100, 400))
+    neural = Oracle({"r": output}, lambda pos: 0, pad=True)
+    lookup = Oracle({"r": output}, lambda pos: 0, name="look", kind="lookup", pad=True)
+    hybrid = specplug.create("hybrid", neural=neural, lookup=lookup, cost="llama-3.1-8b-h100", batch_size=128)
+    drafts = drive(hybrid, "r", PROMPT, output, 6)
+    assert sum(1 for d, _ in drafts[-100:] if d.tokens) <= 5
+    assert neural.calls <= 0.1 * len(drafts)  # retried now and then (exploration), not every step
+    # the same parts at batch 1: both are tried while their estimates are young, then
+    # nothing pays there either -- but a part that does pay is drafted (next test)
+    hybrid.set_batch_size(1)
+    with pytest.raises(specplug.InvalidOptionError, match="batch_size = 0"):
+        hybrid.set_batch_size(0)
+
+
+def test_cost_model_never_drops_a_part_that_pays():
+    """At batch 128 a neural drafter that gets 3 of 4 tokens still beats plain decoding: it drafts."""
+    output = list(range(100, 600))
+    neural = Oracle({"r": output}, lambda pos: 3, pad=True)
+    lookup = Oracle({"r": output}, lambda pos: 0, name="look", kind="lookup")
+    hybrid = specplug.create("hybrid", neural=neural, lookup=lookup, cost="llama-3.1-8b-h100", batch_size=128, neural_max_tokens=4)
+    drafts = drive(hybrid, "r", PROMPT, output, 8)
+    assert all(d.tokens and d.needs_neural for d, _ in drafts[:-1])
+    assert np.mean([a for _, a in drafts]) > 2.5
+
+
+def test_cost_model_extends_a_confirmed_neural_draft():
+    """A lookup that is right on one stretch in six loses to a 2-token neural head that is always
+    right; where the lookup agrees with the head, its longer draft continues the head's."""
+    output = list(range(500, 1500))
+    outputs = {"r": output}
+    neural = Oracle(outputs, lambda pos: 10)  # always right, but the head drafts 2 tokens
+    good = lambda pos: (pos // 30) % 6 == 0  # noqa: E731
+    lookup = Oracle(outputs, lambda pos: 10 if good(pos) else 0, name="look", kind="lookup", score=lambda pos: 2.0, pad=True)
+    hybrid = specplug.create("hybrid", neural=neural, lookup=lookup, neural_max_tokens=2, cost="llama-3.1-8b-h100")
+    drafts = drive(hybrid, "r", PROMPT, output, 8)[30:-1]
+    extended = [(d, a) for d, a in drafts if d.source == "neural+look"]
+    assert len(extended) >= 10 and sum(d.source == "look" for d, _ in drafts) <= 0.1 * len(drafts)
+    assert all(d.needs_neural and len(d.tokens) == a == 8 for d, a in extended)
+    assert all(len(d.tokens) == 2 for d, _ in drafts if d.source == "neural")
+
+
+def test_cost_option_errors():
+    neural = specplug.create("ngram")
+    with pytest.raises(CostModelError, match="unknown cost model 'tpu'"):
+        specplug.create("hybrid", neural=neural, cost="tpu")
+    hybrid = specplug.create("hybrid", neural=neural, cost="llama-3.1-8b-h100", batch_size=8)
+    assert hybrid.cost.name == "llama-3.1-8b-h100" and hybrid.batch_size == 8
+    assert specplug.create("hybrid", neural=specplug.create("ngram")).cost is None

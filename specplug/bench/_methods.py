@@ -3,7 +3,8 @@
 - a registered method (``ngram``, ``suffix:max_depth=24``): its drafter is metered as a
   lookup (or neural, where it says so);
 - ``neural``: the trace's neural drafter (measured acceptance, else simulated);
-- ``hybrid[:lookup=NAME,...]``: neural + a lookup (default ``suffix``);
+- ``hybrid[:lookup=NAME,...]``: neural + a lookup (default ``suffix``), cost-aware at the
+  benchmark's cost model and batch size (``hybrid:cost=null`` compares accepted tokens only);
 - ``adaptive[:candidates=suffix+neural,...]``: cost-aware choice among the ``+``-separated
   candidates, at the benchmark's batch size;
 - ``peer:NAME[:key=value,...]``: a peer's real code through ``specplug.peers``.
@@ -103,6 +104,8 @@ def build(method: BenchMethod, records: list[TraceRecord], cost: CostModel, batc
     if method.name == "hybrid":
         lookup = leaf(str(options.pop("lookup", "suffix")))
         head = neural()
+        options.setdefault("cost", cost)
+        options.setdefault("batch_size", batch)
         proposer = create("hybrid", neural=head, lookup=lookup, **options)
         return Built(proposer, [lookup, head], head.inner.simulated)  # type: ignore[attr-defined]
     if method.name == "adaptive":

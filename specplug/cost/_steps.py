@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from specplug.cost._linear import CostModel, LinearCostModel
+from specplug.cost._linear import DRAFT_KINDS, CostModel, LinearCostModel
 
 __all__ = ["plain_step_time", "spec_step_time", "spec_step_times"]
 
@@ -31,34 +31,57 @@ def spec_step_time(model: CostModel, batch: int, context: int, draft_tokens: int
     return verify + drafting + model.step_overhead()
 
 
-def spec_step_times(model: CostModel, batch: int, context: int, longest: int, kind: str) -> np.ndarray:
-    """``spec_step_time`` for draft lengths ``0..longest`` with one drafter ``kind``, as an array.
+def spec_step_times(model: CostModel, batch: int, context: int, longest: int, kind: str | Iterable[str]) -> np.ndarray:
+    """``spec_step_time`` for draft lengths ``0..longest`` with the drafter ``kind`` (or the
+    drafters in an iterable of kinds: a hybrid step that ran both), as an array.
 
     The linear model is evaluated in one vectorised expression over coefficients read once
-    per model (this runs at every step of the adaptive proposer); any other cost model is
-    called once per length.
+    per model (this runs at every step of the adaptive and hybrid proposers); any other cost
+    model is called once per length.
+
+    >>> from specplug.cost import cost_model
+    >>> model = cost_model("llama-3.1-8b-h100")
+    >>> both = spec_step_times(model, 8, 1000, 4, ("lookup", "neural"))
+    >>> bool(abs(both[3] - spec_step_time(model, 8, 1000, 3, ("lookup", "neural"))) < 1e-12)
+    True
     """
+    kinds = (kind,) if isinstance(kind, str) else tuple(sorted(set(kind)))
     if not isinstance(model, LinearCostModel):
-        return np.array([spec_step_time(model, batch, context, k, (kind,)) for k in range(longest + 1)])
-    v_kv, v_tok, v_fixed, d_kv, d_tok, d_fixed, d_frac, overhead = _coefficients(model, kind)
+        return np.array([spec_step_time(model, batch, context, k, kinds) for k in range(longest + 1)])
     kv = float(batch * context)
     lengths = _LENGTHS[: longest + 1] if longest < len(_LENGTHS) else np.arange(longest + 1, dtype=np.float64)
+    v_kv, v_tok, v_fixed, overhead = _verify_coefficients(model)
     verify = (v_kv * kv + v_fixed) + (v_tok * batch) * (lengths + 1.0)
-    return verify * (1.0 + d_frac) + (d_kv * kv + d_fixed + overhead) + (d_tok * batch) * lengths
+    fraction, fixed, per_token = 1.0, overhead, 0.0
+    for name in kinds:
+        d_kv, d_tok, d_fixed, d_frac = _draft_coefficients(model, name)
+        fraction += d_frac
+        fixed += d_kv * kv + d_fixed
+        per_token += d_tok
+    return verify * fraction + fixed + (per_token * batch) * lengths
 
 
 _LENGTHS = np.arange(257, dtype=np.float64)
-_COEFFICIENTS: dict[tuple[int, str], tuple[LinearCostModel, tuple[float, ...]]] = {}
+_VERIFY: dict[int, tuple[LinearCostModel, tuple[float, ...]]] = {}
+_DRAFT: dict[tuple[int, str], tuple[LinearCostModel, tuple[float, ...]]] = {}
 
 
-def _coefficients(model: LinearCostModel, kind: str) -> tuple[float, ...]:
-    key = (id(model), kind)
-    cached = _COEFFICIENTS.get(key)
+def _verify_coefficients(model: LinearCostModel) -> tuple[float, ...]:
+    cached = _VERIFY.get(id(model))
     if cached is None or cached[0] is not model:
-        verify, term = model.verify, getattr(model.draft, kind)
-        values = (
-            verify.per_kv_token, verify.per_batched_token, verify.fixed,
-            term.per_kv_token, term.per_draft_token, term.fixed, term.verify_fraction, model.step_overhead_s,
-        )  # fmt: skip
-        cached = _COEFFICIENTS[key] = (model, values)
+        verify = model.verify
+        values = (verify.per_kv_token, verify.per_batched_token, verify.fixed, model.step_overhead_s)
+        cached = _VERIFY[id(model)] = (model, values)
+    return cached[1]
+
+
+def _draft_coefficients(model: LinearCostModel, kind: str) -> tuple[float, ...]:
+    key = (id(model), kind)
+    cached = _DRAFT.get(key)
+    if cached is None or cached[0] is not model:
+        if kind not in DRAFT_KINDS:
+            model.draft_time(kind, 0, 0, 0.0)  # raises the model's own error naming the valid kinds
+        term = getattr(model.draft, kind)
+        values = (term.per_kv_token, term.per_draft_token, term.fixed, term.verify_fraction)
+        cached = _DRAFT[key] = (model, values)
     return cached[1]

@@ -67,9 +67,10 @@ class PositionStats:
             accepted[j] += 1
 
 
-def estimate(own: PositionStats, pooled: PositionStats, band: int, prior: float, weight: float) -> np.ndarray:
+def estimate(own: PositionStats, pooled: PositionStats, band: int, prior: float | np.ndarray, weight: float) -> np.ndarray:
     """Acceptance per draft position: a request's counts shrunk towards the pooled ones,
-    which are in turn shrunk towards ``prior`` (each worth ``weight`` observations)."""
+    which are in turn shrunk towards ``prior`` (each worth ``weight`` observations; one
+    value for every position, or one per position)."""
     pooled_p = (pooled.accepted[band] + weight * prior) / (pooled.drafted[band] + weight)
     return (own.accepted[band] + weight * pooled_p) / (own.drafted[band] + weight)
 

@@ -1,4 +1,4 @@
-"""``hybrid``: the model's own neural drafter (MTP/EAGLE) or a lookup, whichever should accept more.
+"""``hybrid``: the model's own neural drafter (MTP/EAGLE) or a lookup, whichever should pay more.
 
 At each step the lookup drafts first (it is cheap). Both parts' expected accepted tokens
 come from running per-request estimates of acceptance at each draft position (shrunk
@@ -10,6 +10,20 @@ When the lookup wins, the neural drafter is not called and the draft says
 ``needs_neural=False``, so an adapter may skip the MTP/EAGLE pass. When the neural drafter
 wins and the lookup's draft starts with the same tokens, the lookup's longer continuation
 extends it (both agree so far; the lookup has seen this text before).
+
+With a cost model (``cost=``, and the engine's batch size through ``batch_size`` or
+:meth:`HybridProposer.set_batch_size`) the hybrid compares expected tokens per second
+instead: ``(1 + E(k)) / step_time(k)`` for the lookup's draft cut to each length ``k``
+(a lookup step costs the lookup only), for the neural draft of each length (a neural step
+costs the neural drafter, plus the lookup when it had drafted), and for plain decoding. The
+neural drafter is asked for the length that pays best; when the lookup's draft starts with
+all of those tokens, the longer agreeing draft is priced with its own acceptance statistics
+("confirmed" drafts: two drafters that agree are right more often than either alone) and
+drafted at the length that pays best. When no choice is expected to beat plain decoding --
+at large batch on text that neither part predicts -- the draft is empty. A cut draft and an
+empty one are both goodput decisions: the hybrid never drops a draft that its estimates say
+would pay. Without a cost model it compares expected accepted tokens, as above, and always
+drafts when a part has a draft.
 
 Both parts see every request's tokens (``start``/``extend``/``stop`` go to both), so each
 learns as if it drafted alone; acceptance of the part that did not draft is inferred from
@@ -24,8 +38,10 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from specplug._contract import Draft, Proposer, RequestId
+from specplug._errors import InvalidOptionError
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
+from specplug.cost import CostModel, cost_model, spec_step_times
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._parts import PositionStats, estimate, optimism, resolve_part, score_band
 
@@ -44,6 +60,10 @@ class HybridOptions(MethodOptions):
     margin: float = Field(0.0, description="the lookup wins when its expectation >= the neural one - margin")
     max_positions: int = Field(32, ge=1, le=1024, description="draft positions tracked")
     continue_with_lookup: bool = Field(True, description="extend a neural draft with the lookup's continuation where they agree")
+    cost: CostModel | str | None = Field(
+        None, description="cost model, preset name or .toml path: choose by expected tokens/s (None: by expected accepted tokens)"
+    )
+    batch_size: int = Field(1, ge=1, le=65536, description="requests the engine batches per step (set_batch_size() updates it)")
 
     @field_validator("lookup", mode="before")
     @classmethod
@@ -63,21 +83,35 @@ class HybridOptions(MethodOptions):
 class _State:
     lookup: PositionStats
     neural: PositionStats
+    confirmed: PositionStats  # lookup drafts whose start the neural drafter drafted too
+    length: int = 0  # tokens so far (prompt + output), the request's KV footprint
     lookup_draft: tuple[int, ...] = ()
     lookup_band: int = 0
     neural_draft: tuple[int, ...] = ()
+    confirmed_draft: tuple[int, ...] = ()
 
 
 class HybridProposer(Proposer):
-    """Chooses per step between a neural drafter and a lookup by expected accepted tokens.
+    """Chooses per step between a neural drafter and a lookup by expected accepted tokens (or tokens/s).
 
     >>> import specplug
     >>> neural = specplug.create("ngram", min_n=1, max_n=1)   # any Proposer stands in for MTP here
-    >>> hybrid = specplug.create("hybrid", neural=neural, lookup="ngram", prior=0.9)
+    >>> hybrid = specplug.create("hybrid", neural=neural, lookup="ngram", prior=0.9, explore=0.0)
     >>> hybrid.start("r", [1, 2, 3, 4, 1, 2])
     >>> draft = hybrid.propose("r", 2)
     >>> draft.tokens, draft.source, draft.needs_neural
     ((3, 4), 'ngram', False)
+
+    With a cost model it drafts what pays most per second, and nothing where nothing pays:
+
+    >>> costed = specplug.create("hybrid", neural=specplug.create("ngram", min_n=1, max_n=1), lookup="ngram",
+    ...                          cost="llama-3.1-8b-h100", batch_size=1, explore=0.0)
+    >>> costed.start("r", [1, 2, 3, 4, 1, 2])
+    >>> costed.propose("r", 2).tokens
+    (3, 4)
+    >>> costed.set_batch_size(4096)    # verification is no longer free: plain decoding wins
+    >>> costed.propose("r", 2).tokens
+    ()
     """
 
     name = "hybrid"
@@ -92,7 +126,16 @@ class HybridProposer(Proposer):
         positions = options.max_positions
         self._pooled_lookup = PositionStats.empty(positions)
         self._pooled_neural = PositionStats.empty(positions)
+        self._pooled_confirmed = PositionStats.empty(positions)
         self._steps = 0
+        self.cost = cost_model(options.cost) if options.cost is not None else None
+        self.batch_size = options.batch_size
+
+    def set_batch_size(self, batch_size: int) -> None:
+        """The engine's current batch size (an adapter calls this as its batch changes; used with a cost model)."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidOptionError(f"batch_size = {batch_size!r} is not valid; it must be an int >= 1")
+        self.batch_size = batch_size
 
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
         self.lookup.start(request_id, prompt)
@@ -102,14 +145,21 @@ class HybridProposer(Proposer):
             self.lookup.stop(request_id)
             raise
         positions = self.options.max_positions
-        self._states[request_id] = _State(PositionStats.empty(positions), PositionStats.empty(positions))
+        empty = PositionStats.empty
+        self._states[request_id] = _State(empty(positions), empty(positions), empty(positions), len(prompt))
 
-    def expected(self, request_id: RequestId, *, lookup_tokens: int, lookup_band: int, neural_tokens: int) -> tuple[float, float]:
-        """Expected accepted tokens of a lookup draft (length, score band) and of a neural draft."""
+    def acceptance(self, request_id: RequestId, lookup_band: int) -> tuple[np.ndarray, np.ndarray]:
+        """Estimated acceptance per draft position of a lookup draft in ``lookup_band`` and of a
+        neural draft (the latter with its exploration bonus: it is observed only when called)."""
         state, options = self._states[request_id], self.options
         lookup = estimate(state.lookup, self._pooled_lookup, lookup_band, options.prior, options.prior_weight)
         neural = estimate(state.neural, self._pooled_neural, 0, options.prior, options.prior_weight)
         neural = np.minimum(neural + optimism(self._pooled_neural, 0, self._steps, options.explore, options.prior_weight), 1.0)
+        return lookup, neural
+
+    def expected(self, request_id: RequestId, *, lookup_tokens: int, lookup_band: int, neural_tokens: int) -> tuple[float, float]:
+        """Expected accepted tokens of a lookup draft (length, score band) and of a neural draft."""
+        lookup, neural = self.acceptance(request_id, lookup_band)
         lookup_expected = float(np.cumprod(lookup[:lookup_tokens]).sum())
         neural_expected = float(np.cumprod(neural[:neural_tokens]).sum())
         return lookup_expected, neural_expected
@@ -122,6 +172,8 @@ class HybridProposer(Proposer):
         band = score_band(lookup.score)
         state.lookup_draft, state.lookup_band, state.neural_draft = lookup.tokens, band, ()
         neural_tokens = min(limit, self.options.neural_max_tokens or getattr(self.neural, "max_draft_tokens", None) or limit)
+        if self.cost is not None:
+            return self._propose_by_cost(request_id, state, lookup, band, neural_tokens)
         lookup_expected, neural_expected = self.expected(
             request_id, lookup_tokens=len(lookup.tokens), lookup_band=band, neural_tokens=neural_tokens
         )
@@ -138,6 +190,38 @@ class HybridProposer(Proposer):
             tokens, source = lookup.tokens, f"{neural.source}+{lookup.source}"
         return Draft(tokens, source, max(neural_expected, lookup_expected), needs_neural=True)
 
+    def _propose_by_cost(self, request_id: RequestId, state: _State, lookup: Draft, band: int, neural_tokens: int) -> Draft:
+        # Sunk costs count: a lookup that found a draft has been charged for this step
+        # whatever is chosen, and after the neural pass both drafters have.
+        cost, batch, context = self.cost, self.batch_size, state.length
+        assert cost is not None
+        lookup_p, neural_p = self.acceptance(request_id, band)
+        ran = ("lookup",) if lookup.tokens else ()
+        plain_rate = 1.0 / float(spec_step_times(cost, batch, context, 0, ran)[0])
+        lookup_rate, lookup_k, lookup_expected = _best_length(lookup_p[: len(lookup.tokens)], cost, batch, context, ran)
+        neural_rate, neural_k, neural_expected = _best_length(neural_p[:neural_tokens], cost, batch, context, (*ran, "neural"))
+        if lookup_rate >= neural_rate and lookup_rate > plain_rate:
+            return Draft(lookup.tokens[:lookup_k], lookup.source, lookup_expected, needs_neural=False)
+        if neural_rate <= plain_rate:
+            return Draft((), self.name, 0.0, needs_neural=False)
+        neural = self.neural.propose(request_id, neural_k)
+        state.neural_draft = neural.tokens
+        tokens, source, expected = neural.tokens[:neural_k], neural.source, neural_expected
+        if (
+            self.options.continue_with_lookup
+            and len(lookup.tokens) > len(tokens) > 0
+            and lookup.tokens[: len(tokens)] == tokens
+        ):
+            # the lookup agrees with all the neural drafter drafted: price the longer draft by
+            # what confirmed drafts have shown (before any: the better part per position)
+            state.confirmed_draft = lookup.tokens
+            prior = np.maximum(lookup_p, neural_p)
+            confirmed = estimate(state.confirmed, self._pooled_confirmed, 0, prior, self.options.prior_weight)
+            rate, k, confirmed_expected = _best_length(confirmed[: len(lookup.tokens)], cost, batch, context, ("lookup", "neural"))
+            if k > len(tokens):
+                tokens, source, expected = lookup.tokens[:k], f"{neural.source}+{lookup.source}", confirmed_expected
+        return Draft(tokens, source, expected, needs_neural=True)
+
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
         state = self._states[request_id]
         self.lookup.extend(request_id, tokens)
@@ -149,7 +233,11 @@ class HybridProposer(Proposer):
         if state.neural_draft:
             state.neural.observe(0, state.neural_draft, tokens)
             self._pooled_neural.observe(0, state.neural_draft, tokens)
-        state.lookup_draft, state.neural_draft = (), ()
+        if state.confirmed_draft:
+            state.confirmed.observe(0, state.confirmed_draft, tokens)
+            self._pooled_confirmed.observe(0, state.confirmed_draft, tokens)
+        state.lookup_draft, state.neural_draft, state.confirmed_draft = (), (), ()
+        state.length += len(tokens)
 
     def _stop(self, request_id: RequestId) -> None:
         del self._states[request_id]
@@ -157,6 +245,20 @@ class HybridProposer(Proposer):
             self.lookup.stop(request_id)
         finally:
             self.neural.stop(request_id)
+
+
+def _best_length(
+    accepted: np.ndarray, cost: CostModel, batch: int, context: int, kinds: tuple[str, ...]
+) -> tuple[float, int, float]:
+    """(tokens/s, length, expected accepted tokens) of the best cut of a draft whose positions
+    are accepted with probabilities ``accepted``; (0, 0, 0) for an empty draft."""
+    longest = len(accepted)
+    if not longest:
+        return 0.0, 0, 0.0
+    expected = np.cumsum(np.cumprod(accepted))
+    rates = (1.0 + expected) / spec_step_times(cost, batch, context, longest, kinds)[1:]
+    k = int(np.argmax(rates))
+    return float(rates[k]), k + 1, float(expected[k])
 
 
 @hookimpl
