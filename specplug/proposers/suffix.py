@@ -10,8 +10,8 @@ frequent token wins while the product of the winners' frequencies stays at or ab
 tokens. ``Draft.score`` is the expected number of accepted tokens (the sum of those
 products). The source with the longer match drafts; on equal matches the higher score, then the
 request itself. (Scores are not compared first: a single cached occurrence scores as if certain,
-and on the shipped code-edit and agentic traces letting it outvote a local match of the same
-length cost 3-4 % of the accepted tokens, see docs/benchmarks.md.)
+and on the shipped code-edit and agentic traces letting it outvote a longer local match cost
+about 3 % of the tokens per step, see docs/benchmarks.md.)
 
 The global cache keeps the outputs of finished requests (``stop``), bounded by
 ``max_cached_requests`` and ``max_cache_bytes`` with the oldest evicted first, so spans that
@@ -42,7 +42,7 @@ class SuffixOptions(MethodOptions):
     long_match: int = Field(6, ge=0, le=256, description="long anchor, looked up first (0: off)")
     max_candidates: int = Field(64, ge=1, le=4096, description="most recent occurrences that vote")
     max_tokens: int = Field(16, ge=1, le=1024, description="most tokens in one draft")
-    max_spec_factor: float = Field(8.0, ge=0, description="draft length may grow to this times the match length")
+    max_spec_factor: float = Field(4.0, ge=0, description="draft length may grow to this times the match length")
     max_spec_offset: float = Field(0.0, description="... plus this many tokens")
     min_token_prob: float = Field(0.1, ge=0, le=1, description="stop when a draft token's estimated probability falls below")
     global_cache: bool = Field(True, description="also look up the outputs of finished requests")
