@@ -2,7 +2,8 @@
 # Reproduces the figures in docs/benchmarks.md from the shipped traces (no engine needed for
 # specplug's methods; the peers need scripts/setup_vllm.sh and scripts/setup_peers.sh).
 #   1. every method, the peers and the oracle; table + JSON + plots under docs/bench/
-#   2. vLLM's NgramProposer over a grid of settings, to find its best one per workload
+#   2. vLLM's NgramProposer over a grid of settings at k = 5, 8, 16 beside suffix at the same k,
+#      and the tokens/step bound of any lookup proposer (scripts/lookup_bound.py)
 #   3. the main methods under the cost model calibrated on this machine, where one was made
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,14 +13,17 @@ mkdir -p "$OUT"
     -m ngram -m suffix -m neural -m hybrid -m adaptive \
     -m peer:vllm-ngram:num_speculative_tokens=8 -m peer:arctic-suffix -m peer:sglang-ngram \
     --json "$OUT/results.json" --plots "$OUT" --markdown "$OUT/results.md" | tee "$OUT/table.txt"
-VLLM=()
-for n in "1,3" "2,4" "3,5" "5,5"; do
-    for k in 5 8; do
+# vLLM's n-gram at every n window and k = 5, 8, 16, beside suffix at the same k (the same draft budget)
+for k in 5 8 16; do
+    VLLM=()
+    for n in "1,3" "2,4" "3,5" "5,5"; do
         VLLM+=(-m "peer:vllm-ngram:prompt_lookup_min=${n%,*},prompt_lookup_max=${n#*,},num_speculative_tokens=$k")
     done
+    .venv/bin/specplug bench --k "$k" --no-oracle --no-engine-runs -m suffix "${VLLM[@]}" --batch-sizes 1 \
+        --json "$OUT/vllm-ngram-sweep-k$k.json" --markdown "$OUT/vllm-ngram-sweep-k$k.md" | tee "$OUT/vllm-ngram-sweep-k$k.txt"
 done
-.venv/bin/specplug bench --k 8 --no-oracle -m suffix "${VLLM[@]}" --batch-sizes 1 \
-    --json "$OUT/vllm-ngram-sweep.json" --markdown "$OUT/vllm-ngram-sweep.md" | tee "$OUT/vllm-ngram-sweep.txt"
+# what any lookup proposer could reach on these traces (tokens/step bound per workload and k)
+.venv/bin/python scripts/lookup_bound.py | tee "$OUT/lookup-bound.md"
 # a cost model of this machine: bash scripts/bench_docs.sh after
 #   .venv/bin/specplug calibrate --out docs/bench/cpu-smollm2-135m-1t.toml --neural-model .models/SmolLM2-135M-draft-Q2_K.gguf
 [ -f "$OUT/cpu-smollm2-135m-1t.toml" ] || exit 0
