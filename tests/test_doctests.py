@@ -15,6 +15,7 @@ MODULES = [
     "specplug.proposers.ngram",
     "specplug.proposers.suffix",
     "specplug.proposers._suffix_index",
+    "specplug.proposers._parts",
     "specplug.proposers.hybrid",
     "specplug.proposers.adaptive",
     "specplug.cost._steps",

@@ -8,7 +8,7 @@ import numpy as np
 
 from specplug._contract import Proposer
 
-__all__ = ["BANDS", "NEURAL_NAMES", "PositionStats", "draft_kind", "estimate", "optimism", "resolve_part", "score_band"]
+__all__ = ["BANDS", "NEURAL_NAMES", "SCORE_BANDS", "PositionStats", "draft_kind", "estimate", "optimism", "resolve_part", "score_band"]
 
 #: method names that denote a neural drafter when a proposer does not say its ``draft_kind``
 NEURAL_NAMES = frozenset({"neural", "mtp", "eagle", "eagle3", "draft_model", "draft-model", "medusa"})
@@ -36,14 +36,25 @@ def draft_kind(proposer: Proposer) -> str:
 
 
 #: score bands of a lookup's drafts: None, [0, 1), [1, 3), [3, 7), [7, inf)
-BANDS = 5
+SCORE_BANDS = 5
+#: each score band twice: drafts as long as asked for, and drafts the lookup ended sooner itself
+BANDS = 2 * SCORE_BANDS
 
 
-def score_band(score: float | None) -> int:
-    """The statistics band of a draft with this score (0 when the drafter gives none)."""
-    if score is None:
-        return 0
-    return min(1 + int(np.log2(1.0 + max(score, 0.0))), BANDS - 1)
+def score_band(score: float | None, length: int | None = None, asked: int | None = None) -> int:
+    """The statistics band of a draft with this score (0 when the drafter gives none).
+
+    Given the draft's ``length`` and the tokens ``asked`` for, a draft the lookup ended sooner
+    (its match was short, or its continuation grew uncertain) has bands of its own: on the
+    shipped traces such drafts are accepted far less often than full-length ones of the same score.
+
+    >>> score_band(None), score_band(0.5), score_band(5.0), score_band(5.0, 4, 8)
+    (0, 1, 3, 8)
+    """
+    band = 0 if score is None else min(1 + int(np.log2(1.0 + max(score, 0.0))), SCORE_BANDS - 1)
+    if length is not None and asked is not None and length < asked:
+        band += SCORE_BANDS
+    return band
 
 
 @dataclass

@@ -148,13 +148,15 @@ class HybridProposer(Proposer):
         empty = PositionStats.empty
         self._states[request_id] = _State(empty(positions), empty(positions), empty(positions), len(prompt))
 
-    def acceptance(self, request_id: RequestId, lookup_band: int) -> tuple[np.ndarray, np.ndarray]:
+    def acceptance(self, request_id: RequestId, lookup_band: int, *, optimistic: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Estimated acceptance per draft position of a lookup draft in ``lookup_band`` and of a
-        neural draft (the latter with its exploration bonus: it is observed only when called)."""
+        neural draft (``optimistic``: plus its exploration bonus, as it is observed only when called)."""
         state, options = self._states[request_id], self.options
         lookup = estimate(state.lookup, self._pooled_lookup, lookup_band, options.prior, options.prior_weight)
         neural = estimate(state.neural, self._pooled_neural, 0, options.prior, options.prior_weight)
-        neural = np.minimum(neural + optimism(self._pooled_neural, 0, self._steps, options.explore, options.prior_weight), 1.0)
+        if optimistic:
+            bonus = optimism(self._pooled_neural, 0, self._steps, options.explore, options.prior_weight)
+            neural = np.minimum(neural + bonus, 1.0)
         return lookup, neural
 
     def expected(self, request_id: RequestId, *, lookup_tokens: int, lookup_band: int, neural_tokens: int) -> tuple[float, float]:
@@ -169,7 +171,7 @@ class HybridProposer(Proposer):
         self._steps += 1
         limit = min(max_tokens, self.options.max_positions)
         lookup = self.lookup.propose(request_id, limit)
-        band = score_band(lookup.score)
+        band = score_band(lookup.score, len(lookup.tokens), limit)
         state.lookup_draft, state.lookup_band, state.neural_draft = lookup.tokens, band, ()
         neural_tokens = min(limit, self.options.neural_max_tokens or getattr(self.neural, "max_draft_tokens", None) or limit)
         if self.cost is not None:
@@ -195,15 +197,20 @@ class HybridProposer(Proposer):
         # whatever is chosen, and after the neural pass both drafters have.
         cost, batch, context = self.cost, self.batch_size, state.length
         assert cost is not None
-        lookup_p, neural_p = self.acceptance(request_id, band)
+        lookup_p, neural_p = self.acceptance(request_id, band, optimistic=False)
+        _, hopeful = self.acceptance(request_id, band)
         ran = ("lookup",) if lookup.tokens else ()
+        with_neural = (*ran, "neural")
         plain_rate = 1.0 / float(spec_step_times(cost, batch, context, 0, ran)[0])
         lookup_rate, lookup_k, lookup_expected = _best_length(lookup_p[: len(lookup.tokens)], cost, batch, context, ran)
-        neural_rate, neural_k, neural_expected = _best_length(neural_p[:neural_tokens], cost, batch, context, (*ran, "neural"))
+        # whether to call the neural drafter is judged optimistically (else one judged on a few
+        # unlucky steps is never tried again); how long its draft is, on what it has shown
+        neural_rate = _best_length(hopeful[:neural_tokens], cost, batch, context, with_neural)[0]
         if lookup_rate >= neural_rate and lookup_rate > plain_rate:
             return Draft(lookup.tokens[:lookup_k], lookup.source, lookup_expected, needs_neural=False)
         if neural_rate <= plain_rate:
             return Draft((), self.name, 0.0, needs_neural=False)
+        _, neural_k, neural_expected = _best_length(neural_p[:neural_tokens], cost, batch, context, with_neural)
         neural = self.neural.propose(request_id, neural_k)
         state.neural_draft = neural.tokens
         tokens, source, expected = neural.tokens[:neural_k], neural.source, neural_expected
