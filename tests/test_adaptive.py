@@ -100,3 +100,13 @@ def test_options_and_errors():
     adaptive = specplug.create("adaptive", candidates=["ngram", "suffix"], cost=cost_model("llama-3.1-8b-h100"))
     assert [c.name for c in adaptive.candidates] == ["ngram", "suffix"]
     assert adaptive.kinds == ["lookup", "lookup"]
+
+
+def test_neural_draft_length_comes_from_what_it_showed_not_its_exploration_bonus():
+    """At batch 64 a neural candidate accepting half its tokens pays with short drafts; a large
+    exploration bonus may get it called, but must not lengthen its drafts."""
+    output = list(range(100, 1100))
+    adaptive, neural, _ = _make({"r": output}, _geometric(0.5), lambda pos: 0, batch_size=64, explore=3.0)
+    drafts = drive(adaptive, "r", PROMPT, output, 8)
+    late = [len(d.tokens) for d, _ in drafts[len(drafts) // 2 :] if d.needs_neural]
+    assert late and np.mean(late) <= 3

@@ -181,11 +181,14 @@ class AdaptiveProposer(Proposer):
             if not longest:
                 continue
             # E(k) for k = 1..longest, as running products of per-position acceptance
-            expected = np.cumsum(np.cumprod(self._optimistic(request_id, index, band)[:longest]))
-            rates = (1.0 + expected) / spec_step_times(self.cost, batch, context, longest, self.kinds[index])[1:]
-            k = int(np.argmax(rates))
-            if rates[k] > best_rate:
-                best_rate, best_index, best_k, best_expected = float(rates[k]), index, k + 1, float(expected[k])
+            # whether to take a candidate is judged with its exploration bonus (a neural one judged
+            # on a few unlucky steps is retried); how long it drafts, on what it has shown
+            times = spec_step_times(self.cost, batch, context, longest, self.kinds[index])[1:]
+            hopeful = (1.0 + np.cumsum(np.cumprod(self._optimistic(request_id, index, band)[:longest]))) / times
+            expected = np.cumsum(np.cumprod(self.acceptance(request_id, index, band)[:longest]))
+            k = int(np.argmax((1.0 + expected) / times))
+            if hopeful.max() > best_rate:
+                best_rate, best_index, best_k, best_expected = float(hopeful.max()), index, k + 1, float(expected[k])
         if best_index < 0:
             return Draft((), self.name, 0.0, needs_neural=False)
         if best_index in lookup_drafts:
