@@ -30,6 +30,14 @@ def _map_k(kind: str, n: int, m: int, hits: int = 1) -> Setting:
     return Setting(name, flags)
 
 
+def _mod(match: int, n_min: int, n_max: int) -> Setting:
+    # ngram-mod (what --spec-default enables) with a shorter lookup or shorter drafts: on a CPU
+    # each drafted position costs an output projection, so a 48-64-token draft must mostly hold
+    flags = ("--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", str(match))
+    flags += ("--spec-ngram-mod-n-min", str(n_min), "--spec-ngram-mod-n-max", str(n_max))
+    return Setting(f"ngram-mod match{match} min{n_min} max{n_max}", flags)
+
+
 #: the grid measured by default: built-in defaults first, then n-gram sizes around the
 #: values that did well on code here (ENGINES.md: ngram-map-k n 4 m 16)
 DEFAULT_CANDIDATES: tuple[Setting, ...] = (
@@ -46,6 +54,10 @@ DEFAULT_CANDIDATES: tuple[Setting, ...] = (
     _map_k("ngram-map-k", 4, 16, hits=2),
     _map_k("ngram-map-k4v", 4, 16),
     Setting("ngram-mod match16", ("--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "16")),
+    _mod(24, 16, 32),
+    _mod(16, 8, 32),
+    _mod(12, 16, 64),
+    _mod(32, 32, 64),
 )
 
 
