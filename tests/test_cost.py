@@ -12,9 +12,11 @@ import specplug
 from specplug import _catalog
 from specplug._manager import build_plugin_manager
 from specplug.cost import (
+    CostModel,
     CostModelError,
     CostModelRegistrar,
     LinearCostModel,
+    OnlineCostModel,
     cost_model,
     cost_models,
     dump_cost_model,
@@ -224,3 +226,42 @@ def test_doctests():
     for module in (specplug.cost, specplug.cost._fit, specplug.cost._linear, specplug.cost._registry, specplug.cost._steps):
         result = doctest.testmod(module)
         assert result.failed == 0, module.__name__
+
+
+def test_online_cost_model_learns_per_batch_size():
+    model = OnlineCostModel(window=3, prior_step=0.01, prior_token_share=0.5)
+    assert model.verify_time(3, 0) == pytest.approx(0.02)  # nothing seen: the prior
+    for seconds in (0.030, 0.010, 0.011):
+        model.observe(1, seconds)
+    model.observe(4, 0.100)  # a kernel that is slow at this size is priced as measured
+    model.observe(6, 0.040)
+    assert model.verify_time(1, 0) == pytest.approx(0.011)  # median of the window
+    assert model.verify_time(5, 0) == pytest.approx(0.070)  # between seen sizes: interpolated
+    assert model.verify_time(8, 0) == pytest.approx(0.040 + 2 * 0.5 * 0.011)  # beyond: optimistic slope
+    model.observe(1, 0.5)
+    model.observe(1, 0.5)  # the window forgets old steps
+    assert model.verify_time(1, 0) == pytest.approx(0.5)
+    model.observe_draft("lookup", 0.001)
+    assert model.draft_time("lookup", 4, 0, 0.0) == pytest.approx(0.001)
+    assert model.draft_time("neural", 4, 0, 0.0) == 0.0
+    with pytest.raises(CostModelError, match="draft kind 'tree'"):
+        model.draft_time("tree", 1, 0, 0.0)
+    assert isinstance(model, CostModel)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("window", 0), ("max_batched_tokens", 0), ("prior_token_share", 0.0), ("prior_step", -1.0)]
+)
+def test_online_cost_model_rejects_bad_options(option, value):
+    with pytest.raises(CostModelError, match=f"{option} = "):
+        OnlineCostModel(**{option: value})
+
+
+def test_adaptive_drafts_what_pays_under_an_online_cost_model():
+    model = OnlineCostModel()
+    # this "machine" verifies 4 tokens faster than 2 or 3, and anything longer slowly
+    for size, seconds in ((1, 0.025), (2, 0.060), (3, 0.095), (4, 0.070), (5, 0.5), (9, 0.9)):
+        model.observe(size, seconds)
+    adaptive = specplug.create("adaptive", candidates=["ngram"], cost=model, prior=0.9)
+    adaptive.start("r", [1, 2, 3, 4, 5, 6, 7, 8, 9] * 6)
+    assert len(adaptive.propose("r", 8).tokens) == 3

@@ -132,3 +132,18 @@ def test_bad_arguments_are_clear_errors():
         SpecplugDraftModel("ngram", max_tokens=0)
     with pytest.raises(specplug.InvalidOptionError, match="ready proposer"):
         SpecplugDraftModel(specplug.create("ngram"), min_n=2)
+
+
+def test_adaptive_learns_step_costs_from_the_engine(smollm2, prompt_ids, plain):
+    drafter = SpecplugDraftModel("adaptive", max_tokens=8, clock="cpu", candidates=["suffix"])
+    assert drafter.proposer.cost is drafter.step_costs  # adaptive prices steps by what they cost here
+    tokens = _generate(_llama(smollm2, drafter), prompt_ids)
+    seen = [size for size in range(1, 10) if drafter.step_costs.observations(size)]
+    assert 1 in seen and len(seen) >= 2  # plain steps and at least one draft length were timed
+    assert drafter.step_costs.verify_time(1, 0) > 0
+    assert agreement(plain[0], plain[1], tokens).ok
+
+
+def test_bad_clock_is_a_clear_error():
+    with pytest.raises(specplug.InvalidOptionError, match="clock = 'sundial'.*wall, cpu"):
+        SpecplugDraftModel("suffix", clock="sundial")
