@@ -57,7 +57,7 @@ class HybridOptions(MethodOptions):
     prior: float = Field(0.6, gt=0, lt=1, description="acceptance per draft position before any is observed")
     prior_weight: float = Field(4.0, gt=0, description="observations the pooled estimate is worth for a new request")
     explore: float = Field(0.3, ge=0, description="optimism for the neural drafter's rarely observed positions (UCB scale)")
-    margin: float = Field(0.0, description="the lookup wins when its expectation >= the neural one - margin")
+    margin: float = Field(0.0, description="without a cost model: the lookup wins when its expectation >= the neural one - margin")
     max_positions: int = Field(32, ge=1, le=1024, description="draft positions tracked")
     continue_with_lookup: bool = Field(True, description="extend a neural draft with the lookup's continuation where they agree")
     cost: CostModel | str | None = Field(
