@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import specplug
-from specplug.cost import CostModelError, cost_model
+from specplug.cost import CostModelError, OnlineCostModel, cost_model
 from tests._scripted import Oracle, drive
 
 PROMPT = [7] * 50
@@ -110,3 +110,19 @@ def test_neural_draft_length_comes_from_what_it_showed_not_its_exploration_bonus
     drafts = drive(adaptive, "r", PROMPT, output, 8)
     late = [len(d.tokens) for d, _ in drafts[len(drafts) // 2 :] if d.needs_neural]
     assert late and np.mean(late) <= 3
+
+
+def test_a_lookup_is_scored_on_what_follows_even_where_it_was_not_drafted():
+    # One- and two-token drafts cost more than they can win here; only a long draft pays.
+    # If a lookup were scored only on the tokens a step verified, its deep positions would
+    # never be observed while adaptive declines to draft them: stuck at the prior, forever plain.
+    model = OnlineCostModel()
+    for size, seconds in ((1, 0.025), (2, 0.060), (3, 0.095), (5, 0.100), (9, 0.110)):
+        model.observe(size, seconds)
+    output = list(range(100, 400))
+    adaptive, _, _ = _make({"a": output}, lambda pos: 0, lambda pos: 8, prior=0.3)
+    adaptive = specplug.create("adaptive", candidates=[adaptive.candidates[0]], cost=model, prior=0.3)
+    drafts = drive(adaptive, "a", PROMPT, output, 8)
+    late = drafts[len(drafts) // 2 :]
+    assert drafts[0][0].tokens == ()  # at the prior, plain decoding wins
+    assert all(len(draft.tokens) == 8 and accepted == 8 for draft, accepted in late[:-1])

@@ -18,7 +18,9 @@ MODULES = [
     "specplug.proposers._parts",
     "specplug.proposers.hybrid",
     "specplug.proposers.adaptive",
+    "specplug.proposers._pending",
     "specplug.cost._steps",
+    "specplug.cost._online",
 ]
 
 

@@ -10,7 +10,9 @@ decoding (``1 / plain_step_time``) is always a choice, so the draft is empty whe
 nothing beats it -- which is most steps at large batch, where verification stops being free.
 
 Lookups are cheap, so they always draft and their positions are scored against the
-verified tokens even when they were not chosen; a neural candidate is only called when it
+verified tokens even when they were not chosen, as far as the text verified in later steps
+reaches (so a long draft cut short still teaches what its later positions would have
+done); a neural candidate is only called when it
 is chosen, and learns from the steps it drafted. A lookup that scores its drafts
 (``Draft.score``, e.g. suffix decoding's expected accepted tokens) has its statistics kept
 per score band, so a long, often-seen match is trusted more than a two-token guess.
@@ -29,6 +31,7 @@ from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.cost import CostModel, cost_model, plain_step_time, spec_step_times
 from specplug.proposers._options import MethodOptions
+from specplug.proposers._pending import PendingDrafts
 from specplug.proposers._parts import PositionStats, draft_kind, estimate, optimism, resolve_part, score_band
 
 __all__ = ["AdaptiveOptions", "AdaptiveProposer"]
@@ -62,9 +65,9 @@ class AdaptiveOptions(MethodOptions):
 @dataclass
 class _Request:
     stats: list[PositionStats]
-    drafts: list[tuple[int, ...]] = field(default_factory=list)  # each candidate's last draft, () if none
-    bands: list[int] = field(default_factory=list)  # the score band of each of those drafts
     length: int = 0  # tokens so far (prompt + output), the request's KV footprint
+    # each candidate's drafts, keyed (candidate, score band), until the verified text decides them
+    pending: PendingDrafts = field(default_factory=PendingDrafts)
 
 
 class AdaptiveProposer(Proposer):
@@ -114,12 +117,7 @@ class AdaptiveProposer(Proposer):
                 candidate.stop(request_id)
             raise
         positions = self.options.max_positions
-        self._requests[request_id] = _Request(
-            [PositionStats.empty(positions) for _ in self.candidates],
-            [()] * len(self.candidates),
-            [0] * len(self.candidates),
-            len(prompt),
-        )
+        self._requests[request_id] = _Request([PositionStats.empty(positions) for _ in self.candidates], len(prompt))
 
     def _stop(self, request_id: RequestId) -> None:
         del self._requests[request_id]
@@ -134,13 +132,11 @@ class AdaptiveProposer(Proposer):
 
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
         request = self._requests[request_id]
-        for index, candidate in enumerate(self.candidates):
+        for candidate in self.candidates:
             candidate.extend(request_id, tokens)
-            draft, band = request.drafts[index], request.bands[index]
-            if draft:
-                request.stats[index].observe(band, draft, tokens)
-                self._pooled[index].observe(band, draft, tokens)
-        request.drafts = [()] * len(self.candidates)
+        for (index, band), draft, truth in request.pending.extend(tokens, at=request.length):
+            request.stats[index].observe(band, draft, truth)
+            self._pooled[index].observe(band, draft, truth)
         request.length += len(tokens)
 
     # ---------------------------------------------------------------- choice
@@ -174,7 +170,7 @@ class AdaptiveProposer(Proposer):
                 draft = candidate.propose(request_id, limit)
                 lookup_drafts[index] = draft
                 band = score_band(draft.score)
-                request.drafts[index], request.bands[index] = draft.tokens, band
+                request.pending.add((index, band), draft.tokens, at=request.length)
                 longest = len(draft.tokens)
             else:
                 longest = min(limit, self._longest[index] or limit)
@@ -196,7 +192,7 @@ class AdaptiveProposer(Proposer):
             needs_neural = False
         else:
             chosen = self.candidates[best_index].propose(request_id, best_k)
-            request.drafts[best_index], request.bands[best_index] = chosen.tokens, 0
+            request.pending.add((best_index, 0), chosen.tokens[:best_k], at=request.length)
             needs_neural = True
         return Draft(chosen.tokens[:best_k], chosen.source, best_expected, needs_neural=needs_neural)
 
