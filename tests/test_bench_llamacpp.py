@@ -12,17 +12,19 @@ import pytest
 
 from specplug.bench._llamacpp import measure_llamacpp
 from specplug.bench._tracegen import generate_records, load_prompt_sets, neural_acceptance
-from specplug.bench.llama_server import LlamaServer, LlamaServerError, find_llama_server, find_model
+from specplug.bench.llama_server import BENCH_FLAGS, LlamaServer, LlamaServerError, find_model
 from specplug.cli import main
 from specplug.cost import load_cost_model
 from specplug.trace import read_traces
+from specplug_adapters.llamacpp import LlamaServer as AdapterServer
+from specplug_adapters.llamacpp import find_server
 
 pytestmark = pytest.mark.engine("llama.cpp")
 
 
 @pytest.fixture(scope="module")
 def model():
-    find_llama_server()  # raises LlamaServerError naming the setup script when it is missing
+    find_server()  # raises LlamaServerError (BinaryNotFoundError) naming the setup script when it is missing
     return find_model("smollm2")
 
 
@@ -40,7 +42,7 @@ def records(server, model):
 
 def test_greedy_trace_is_reproducible(server, records):
     assert [r.workload for r in records] == ["code-edit", "agentic", "agentic", "agentic"]
-    again = server.complete(records[0].prompt_ids, len(records[0].output_ids))
+    again = server.completion_response(records[0].prompt_ids, len(records[0].output_ids))
     assert [int(t) for t in again["tokens"]] == list(records[0].output_ids)
     # later agent turns carry the earlier turns in their prompt
     first, second = records[1], records[2]
@@ -101,3 +103,29 @@ def test_missing_model_is_a_clear_error(tmp_path):
         find_model(str(tmp_path / "none.gguf"))
     with pytest.raises(LlamaServerError, match="neither a .gguf path nor one of"):
         find_model("llama-70b")
+
+
+def test_bench_server_is_the_adapters_with_its_flags_checked(model, server):
+    """One process runner: the adapter's, with the bench's flags in front of ``extra``."""
+    assert isinstance(server, AdapterServer)
+    extra = ["--spec-type", "ngram-mod"]
+    command = LlamaServer(model, extra=extra).command()
+    assert command[-len(BENCH_FLAGS) - len(extra) :] == [*BENCH_FLAGS, *extra]
+    with pytest.raises(LlamaServerError, match="'draft-self'.*valid values"):
+        LlamaServer(model, extra=["--spec-type", "draft-self"])
+    with pytest.raises(LlamaServerError, match="set by specplug"):
+        LlamaServer(model, extra=["--threads", "4"])
+
+
+def test_cached_completion_evaluates_only_new_tokens(server):
+    tokens = server.tokenize("def add(a, b):\n    return a + b\n" * 4, add_special=False)
+    server.completion_response(tokens[:-4], 1, cache_prompt=True)
+    timings = server.completion_response(tokens, 1, cache_prompt=True)["timings"]
+    assert timings["cache_n"] >= len(tokens) - 5 and timings["prompt_n"] <= 5
+
+
+def test_tokenize_without_special_tokens_drops_the_bos():
+    # Gemma 3 adds a BOS token (SmolLM2 adds none); calibrate builds prefixes without it
+    with LlamaServer(find_model("gemma3")) as gemma:
+        with_bos, plain = gemma.tokenize("hello world"), gemma.tokenize("hello world", add_special=False)
+    assert len(plain) > 0 and with_bos[1:] == plain and len(with_bos) == len(plain) + 1

@@ -256,9 +256,10 @@ class LlamaServer:
         """The model's chat template applied to ``messages``, ending with the assistant's turn."""
         return str(self._request("POST", "/apply-template", {"messages": messages}, timeout=60)["prompt"])
 
-    def tokenize(self, text: str) -> list[int]:
-        """Token ids of ``text`` (special tokens parsed, BOS added as the model wants)."""
-        answer = self._request("POST", "/tokenize", {"content": text, "add_special": True, "parse_special": True}, timeout=60)
+    def tokenize(self, text: str, *, add_special: bool = True) -> list[int]:
+        """Token ids of ``text``: special tokens parsed, BOS added as the model wants (unless not ``add_special``)."""
+        payload = {"content": text, "add_special": add_special, "parse_special": True}
+        answer = self._request("POST", "/tokenize", payload, timeout=60)
         return [int(token) for token in answer["tokens"]]
 
     def complete(

@@ -42,13 +42,13 @@ def _forward_sample(server: LlamaServer, tokens: list[int], kv: int, batched: in
     so the prefix is cached first, then ``batched`` more tokens are sent; ``cache_n`` and
     ``prompt_n`` say what was really reused and evaluated.
     """
-    server.complete(tokens[:kv], 1, cache_prompt=True)
-    timings = server.complete(tokens[: kv + batched], 1, cache_prompt=True)["timings"]
+    server.completion_response(tokens[:kv], 1, cache_prompt=True)
+    timings = server.completion_response(tokens[: kv + batched], 1, cache_prompt=True)["timings"]
     return int(timings.get("cache_n", kv)), int(timings["prompt_n"]), float(timings["prompt_ms"]) / 1000.0
 
 
 def _decode_seconds(server: LlamaServer, tokens: list[int], kv: int, count: int = 32) -> float:
-    response = server.complete(tokens[:kv], count, cache_prompt=True)
+    response = server.completion_response(tokens[:kv], count, cache_prompt=True)
     timings = response["timings"]
     return float(timings["predicted_ms"]) / 1000.0 / max(int(timings["predicted_n"]), 1)
 
@@ -88,7 +88,7 @@ def calibrate(
     context_size = max(contexts) + max(batched) + 128
     with LlamaServer(model, threads=threads, ctx_size=context_size) as server:
         tokens = _prefix(server, max(contexts) + max(batched))
-        server.complete(tokens[: max(contexts)], 1, cache_prompt=True)  # first-use costs
+        server.completion_response(tokens[: max(contexts)], 1, cache_prompt=True)  # first-use costs
         for kv in contexts:
             for n in batched:
                 measured = [_forward_sample(server, tokens, kv, n) for _ in range(repeats)]

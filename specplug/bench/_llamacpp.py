@@ -61,7 +61,7 @@ def measure_llamacpp(
         flags = [*LLAMACPP_TYPES[name], "--spec-draft-n-max", str(draft_max)]
         with LlamaServer(model, threads=threads, ctx_size=context, extra=flags) as server:
             for record in records:
-                response = server.complete(record.prompt_ids, len(record.output_ids))
+                response = server.completion_response(record.prompt_ids, len(record.output_ids))
                 runs[record.id][PREFIX + name] = counters(response, record.output_ids)
                 if progress:
                     progress(f"llama.cpp {name}: {record.id}")

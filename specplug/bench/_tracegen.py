@@ -76,9 +76,9 @@ def generate_records(
                 continue
             turn += 1
             n_predict = int(step["generate"]) if max_tokens is None else min(int(step["generate"]), max_tokens)
-            prompt_text = server.apply_template(messages)
+            prompt_text = server.chat_prompt(messages)
             prompt_ids = server.tokenize(prompt_text)
-            response = server.complete(prompt_ids, n_predict)
+            response = server.completion_response(prompt_ids, n_predict)
             output_ids = [int(token) for token in response["tokens"]]
             if not output_ids:
                 continue
@@ -118,7 +118,7 @@ def neural_acceptance(
     output = list(record.output_ids)
     accepted = []
     for position in range(len(output)):
-        response = draft_server.complete(list(record.prompt_ids) + output[:position], k, cache_prompt=True)
+        response = draft_server.completion_response(list(record.prompt_ids) + output[:position], k, cache_prompt=True)
         draft = [int(token) for token in response.get("tokens", [])]
         count = 0
         while count < min(len(draft), len(output) - position) and draft[count] == output[position + count]:
