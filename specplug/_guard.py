@@ -19,7 +19,8 @@ class GuardedProposer:
     A fault in ``propose`` costs that step its draft. A fault in ``start`` or ``extend``
     leaves the request's drafting state unknown, so that request goes on without
     speculation until it stops. Each kind of fault is logged once, with its traceback;
-    ``counters`` keeps drafts by source, empty drafts and faults for metrics.
+    ``counters`` keeps drafts by source, empty drafts and faults for metrics (an adapter
+    adds the faults of its own code around the proposer with :meth:`record_fault`).
 
     >>> from specplug import create
     >>> guarded = GuardedProposer(create("ngram"))
@@ -33,18 +34,45 @@ class GuardedProposer:
         self.proposer = proposer
         self.counters: Counter[str] = Counter()
         self._disabled: set[RequestId] = set()
-        self._logged: set[tuple[str, str]] = set()
+        self._logged: set[tuple[str, ...]] = set()
         self._log = logger
 
     @property
     def name(self) -> str:
         return getattr(self.proposer, "name", type(self.proposer).__name__)
 
-    def _fault(self, action: str, request_id: RequestId, error: BaseException) -> None:
+    def record_fault(self, where: str, error: BaseException, consequence: str = "drafting skipped") -> None:
+        """Count a fault that an adapter caught in its own code around the proposer.
+
+        It counts in ``counters["faults"]`` with the proposer's own, and is logged once per
+        ``where`` and kind of error, with its traceback; ``consequence`` says what was lost.
+
+        >>> from specplug import create
+        >>> guarded = GuardedProposer(create("ngram"))
+        >>> guarded.record_fault("set_batch_size(0)", ValueError("no batch"), "batch size not passed on")
+        >>> guarded.counters["faults"]
+        1
+        """
+        if self._counted(("adapter", where, type(error).__name__)):
+            self._log.warning(
+                "specplug %s: %s raised %s; %s (logged once per kind of fault)",
+                self.name,
+                where,
+                type(error).__name__,
+                consequence,
+                exc_info=error,
+            )
+
+    def _counted(self, key: tuple[str, ...]) -> bool:
+        """Count a fault; true the first time a fault of this key is seen (it is to be logged)."""
         self.counters["faults"] += 1
-        key = (action, type(error).__name__)
-        if key not in self._logged:
-            self._logged.add(key)
+        if key in self._logged:
+            return False
+        self._logged.add(key)
+        return True
+
+    def _fault(self, action: str, request_id: RequestId, error: BaseException) -> None:
+        if self._counted(("proposer", action, type(error).__name__)):
             self._log.warning(
                 "specplug proposer %s raised in %s() for request %r; drafting skipped "
                 "(logged once per kind of fault)",

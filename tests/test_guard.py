@@ -66,3 +66,21 @@ def test_failed_start_is_isolated_and_stop_is_quiet():
     assert guarded.propose("r", 4).tokens == ()
     guarded.stop("r")
     assert guarded.counters["faults"] == 1
+
+
+def test_adapter_faults_count_with_the_proposers_and_are_logged_once_per_place_and_kind(caplog):
+    guarded = GuardedProposer(Flaky(fail_propose_every=1))
+    guarded.start("r", [1])
+    with caplog.at_level(logging.WARNING, logger="specplug"):
+        guarded.propose("r", 4)
+        for _ in range(3):
+            guarded.record_fault("the step", KeyError("row"), "no drafts this step")
+        guarded.record_fault("the step", ValueError("bad"), "no drafts this step")
+        guarded.record_fault("set_batch_size(2)", KeyError("row"), "batch size no longer passed on")
+    assert guarded.counters["faults"] == 6
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count("specplug flaky: the step raised KeyError; no drafts this step (logged once per kind of fault)") == 1
+    assert len([m for m in messages if "the step raised ValueError" in m]) == 1
+    assert len([m for m in messages if "set_batch_size(2) raised KeyError; batch size" in m]) == 1
+    assert len([m for m in messages if "raised in propose()" in m]) == 1
+    assert all(r.exc_info for r in caplog.records)

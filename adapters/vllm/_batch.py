@@ -12,14 +12,19 @@ lookup state, never a wrong draft).
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Container, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from specplug import GuardedProposer
+from specplug import GuardedProposer, Proposer
+from specplug_adapters.vllm._config import DrafterSettings
+from specplug_adapters.vllm._stats import LOGGER_NAME, reporter_for
 
-__all__ = ["BatchTracker"]
+__all__ = ["BatchDrafting", "BatchTracker"]
+
+log = logging.getLogger(LOGGER_NAME)
 
 #: tokens of a row's history remembered to recognise the same request at the same row
 _FINGERPRINT = 8
@@ -99,3 +104,19 @@ class BatchTracker:
         for seen in self._seen.values():
             self.proposer.stop(seen.request_id)
         self._seen.clear()
+
+
+class BatchDrafting:
+    """A specplug method run over vLLM's batches: what the drafter and the hybrid overlay share.
+
+    ``guard`` isolates the method's faults (and, through ``guard.record_fault``, the
+    adapter's own), ``tracker`` keeps its requests in step with the batch, and ``stats``
+    reports ``counters`` (the guard's) through vLLM's logger and the stats file.
+    """
+
+    def __init__(self, settings: DrafterSettings, proposer: Proposer) -> None:
+        self.settings = settings
+        self.guard = GuardedProposer(proposer, logger=log)
+        self.counters = self.guard.counters
+        self.tracker = BatchTracker(self.guard)
+        self.stats = reporter_for(settings, self.counters)

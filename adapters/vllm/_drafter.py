@@ -24,10 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from specplug import GuardedProposer
-from specplug_adapters.vllm._batch import BatchTracker
+from specplug_adapters.vllm._batch import BatchDrafting
 from specplug_adapters.vllm._config import create_method, read_settings
-from specplug_adapters.vllm._stats import LOGGER_NAME, reporter_for
+from specplug_adapters.vllm._stats import LOGGER_NAME
 
 __all__ = ["SpecplugDrafter", "find_runner"]
 
@@ -57,7 +56,7 @@ def find_runner(max_depth: int = 8) -> Any | None:
     return None
 
 
-class SpecplugDrafter:
+class SpecplugDrafter(BatchDrafting):
     """A vLLM ``custom_class`` drafter that runs a specplug method, faults isolated.
 
     ``counters`` holds drafts by source, empty drafts and faults (see :mod:`._stats`).
@@ -65,19 +64,15 @@ class SpecplugDrafter:
 
     def __init__(self, vllm_config: Any, *, runner: Any | None = None) -> None:
         spec = vllm_config.speculative_config
-        self.settings = read_settings(getattr(vllm_config, "additional_config", None))
+        settings = read_settings(getattr(vllm_config, "additional_config", None))
         self.num_speculative_tokens = int(spec.num_speculative_tokens)
         self.max_model_len = int(vllm_config.model_config.max_model_len)
         self._schedule = _k_schedule(vllm_config)
-        proposer = create_method(self.settings)
-        self.guard = GuardedProposer(proposer, logger=log)
-        self.counters = self.guard.counters
-        self.tracker = BatchTracker(self.guard)
-        self.stats = reporter_for(self.settings, self.counters)
+        proposer = create_method(settings)
+        super().__init__(settings, proposer)
         found = runner if runner is not None else find_runner()
         self._runner = weakref.ref(found) if found is not None else None
         self._set_batch_size = getattr(proposer, "set_batch_size", None)
-        self._logged: set[type] = set()
         log.info(
             "specplug drafter: method %s, options %s, K=%d, request ids from %s",
             self.settings.method,
@@ -101,10 +96,7 @@ class SpecplugDrafter:
         try:
             return self._propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu)
         except Exception as error:  # noqa: BLE001 - the adapter's own bugs must not stop vLLM either
-            self.counters["faults"] += 1
-            if type(error) not in self._logged:  # once per kind, like the guard
-                self._logged.add(type(error))
-                log.warning("specplug drafter failed this step; no drafts for it", exc_info=True)
+            self.guard.record_fault("the vLLM drafter", error, "no drafts this step")
             return [[] for _ in sampled_token_ids]
 
     def _propose(
@@ -117,11 +109,9 @@ class SpecplugDrafter:
         if self._set_batch_size is not None and batch:
             try:
                 self._set_batch_size(batch)
-            except Exception:  # noqa: BLE001 - the same isolation as the guard's, then not again
-                self.counters["faults"] += 1
+            except Exception as error:  # noqa: BLE001 - the same isolation as the guard's, then not again
                 self._set_batch_size = None
-                log.warning("specplug %s: set_batch_size(%d) raised; batch size no longer passed on",
-                            self.settings.method, batch, exc_info=True)
+                self.guard.record_fault(f"set_batch_size({batch})", error, "batch size no longer passed on")
         drafts: list[list[int]] = []
         for row, request_id in enumerate(rows):
             room = self.max_model_len - int(num_tokens_no_spec[row]) - 1

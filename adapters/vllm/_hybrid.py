@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from specplug import Draft, GuardedProposer, Proposer, RequestId
-from specplug_adapters.vllm._batch import BatchTracker
+from specplug import Draft, Proposer, RequestId
+from specplug_adapters.vllm._batch import BatchDrafting
 from specplug_adapters.vllm._config import create_method, read_settings
-from specplug_adapters.vllm._stats import LOGGER_NAME, reporter_for
+from specplug_adapters.vllm._stats import LOGGER_NAME
 
 __all__ = ["EngineDrafts", "HybridOverlay"]
 
@@ -72,18 +72,14 @@ class EngineDrafts(Proposer):
         self._offered.pop(request_id, None)
 
 
-class HybridOverlay:
+class HybridOverlay(BatchDrafting):
     """Replaces vLLM's neural drafts by the hybrid's choice, request by request."""
 
     def __init__(self, vllm_config: Any) -> None:
-        self.settings = read_settings(vllm_config.additional_config, default_method="hybrid")
-        neural_name = self.settings.neural or vllm_config.speculative_config.method
+        settings = read_settings(vllm_config.additional_config, default_method="hybrid")
+        neural_name = settings.neural or vllm_config.speculative_config.method
         self.engine_drafts = EngineDrafts(str(neural_name))
-        self.guard = GuardedProposer(create_method(self.settings, neural=self.engine_drafts), logger=log)
-        self.counters = self.guard.counters
-        self.tracker = BatchTracker(self.guard)
-        self.stats = reporter_for(self.settings, self.counters)
-        self._logged: set[type] = set()
+        super().__init__(settings, create_method(settings, neural=self.engine_drafts))
         log.info("specplug hybrid overlay on vLLM's %s drafts, options %s", neural_name, self.settings.options)
 
     def apply(self, runner: Any, num_tokens: int, sampled_token_ids: Any, drafts: Any) -> Any:
@@ -103,10 +99,7 @@ class HybridOverlay:
             chosen = self._choose(runner, num_tokens, new_tokens, lengths, engine_rows)
             result = _like(drafts, chosen, engine_rows)
         except Exception as error:  # noqa: BLE001 - the overlay must never take the engine down
-            self.counters["faults"] += 1
-            if type(error) not in self._logged:  # once per kind, like the guard
-                self._logged.add(type(error))
-                log.warning("specplug hybrid overlay failed; vLLM's own drafts are used this step", exc_info=True)
+            self.guard.record_fault("the hybrid overlay", error, "vLLM's own drafts are used this step")
             return drafts
         self.stats.step()
         return result

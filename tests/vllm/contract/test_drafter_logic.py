@@ -9,6 +9,7 @@ tokens directly. The engine tests (tests/vllm/engine) run them inside vLLM itsel
 from __future__ import annotations
 
 import json
+import logging
 import random
 import sys
 import types
@@ -23,7 +24,7 @@ from specplug_adapters.vllm import SpecplugDrafter, read_stats
 from specplug_adapters.vllm._batch import BatchTracker
 from specplug_adapters.vllm._hybrid import EngineDrafts, HybridOverlay, _like
 from specplug_adapters.vllm._import_hook import when_imported
-from specplug_adapters.vllm._stats import StatsReporter
+from specplug_adapters.vllm._stats import LOGGER_NAME, StatsReporter
 
 MAX_REQS, MAX_LEN = 4, 512
 
@@ -229,6 +230,31 @@ def test_a_raising_proposer_costs_its_drafts_only(tmp_path):
     assert written["method"] == "ngram" and written["counters"]["faults"] >= 1 and written["steps"] == 3
 
 
+def test_the_drafters_own_faults_count_in_the_guard_and_log_once(caplog):
+    batch = Batch()
+    batch.add("a", [1, 2, 3, 1, 2, 3, 1, 2])
+    drafter = SpecplugDrafter(vllm_config("adaptive"), runner=Runner(input_batch=batch, requests={"a"}))
+    assert drafter.guard.proposer.name == "adaptive" and drafter.tracker.proposer is drafter.guard
+
+    def refuse(size):
+        raise ValueError(f"batch {size}")
+
+    drafter._set_batch_size = refuse
+    with caplog.at_level(logging.WARNING, logger=LOGGER_NAME):
+        batch.append(0, [3])
+        assert drafter.propose([[3]], batch.num_tokens_no_spec, batch.token_ids_cpu)[0]  # drafts all the same
+        assert drafter._set_batch_size is None and drafter.counters["faults"] == 1
+        drafter.tracker = None  # the adapter's own code breaks: no drafts, vLLM goes on
+        for token in (1, 2):
+            assert drafter.propose([[token]], batch.num_tokens_no_spec, batch.token_ids_cpu) == [[]]
+    assert drafter.counters["faults"] == 3
+    messages = [record.getMessage() for record in caplog.records]
+    assert messages == [
+        "specplug adaptive: set_batch_size(1) raised ValueError; batch size no longer passed on (logged once per kind of fault)",
+        "specplug adaptive: the vLLM drafter raised AttributeError; no drafts this step (logged once per kind of fault)",
+    ]
+
+
 def test_adaptive_gets_the_batch_size():
     batch = Batch()
     batch.add("a", [1, 2, 3] * 8)
@@ -288,6 +314,11 @@ def test_overlay_faults_fall_back_to_the_engine_drafts():
     batch.append(0, [4])
     assert overlay.apply(runner, 2, [[4]], [[5, 6]]) == [[5, 6]]
     assert overlay.counters["faults"] >= 1
+    faults = overlay.counters["faults"]
+    overlay.tracker = None  # the overlay's own code breaks: vLLM's drafts go out, counted as a fault
+    batch.append(0, [5])
+    assert overlay.apply(runner, 2, [[5]], [[6, 7]]) == [[6, 7]]
+    assert overlay.counters["faults"] == faults + 1
 
 
 def test_post_import_hook_runs_after_the_first_import(tmp_path, monkeypatch):
