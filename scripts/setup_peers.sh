@@ -14,6 +14,7 @@
 # mostly the import checks). Run scripts/setup_core.sh first (it creates .venv with specplug).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/_lib.sh
 ROOT=$(pwd)
 
 TORCH="torch==2.13.0+cpu"   # the CPU build (/opt/wheels here); never let pip pick a CUDA torch
@@ -25,18 +26,7 @@ PEERS_PY="$PEERS_VENV/bin/python"
 MAIN_PY="$ROOT/.venv/bin/python"
 WHEELS="$ROOT/.cache/wheels"
 
-step() { echo "[setup_peers $(date +%H:%M:%S)] $*"; }
-pip_in() {  # pip_in PYTHON ARGS...: a quiet pip install into that interpreter's environment
-    local py=$1
-    shift
-    "$py" -m pip install --quiet --disable-pip-version-check "$@"
-}
-imports() { "$1" -c "$2" >/dev/null 2>&1; }
-
-if [ ! -x "$MAIN_PY" ]; then
-    echo "setup_peers: $MAIN_PY not found; run scripts/setup_core.sh first" >&2
-    exit 1
-fi
+need_python "$MAIN_PY"
 
 # ---- 1. the peers venv -------------------------------------------------------------------------
 if [ ! -x "$PEERS_PY" ]; then
@@ -92,7 +82,7 @@ VLLM_CHECK="import os; os.environ.setdefault('VLLM_TARGET_DEVICE', 'cpu')
 from vllm.config import SpeculativeConfig
 from vllm.v1.spec_decode.ngram_proposer import NgramProposer"
 if ! imports "$MAIN_PY" "$VLLM_CHECK"; then
-    if ! imports "$MAIN_PY" "import importlib.metadata as m; assert m.version('vllm') == '$VLLM_VERSION'"; then
+    if ! installed "$MAIN_PY" vllm "$VLLM_VERSION"; then
         step "installing vllm==$VLLM_VERSION --no-deps into .venv (scripts/setup_vllm.sh normally does this)"
         pip_in "$MAIN_PY" --no-deps "vllm==$VLLM_VERSION"
     fi

