@@ -14,6 +14,13 @@ need_python() {  # need_python PYTHON: stop unless scripts/setup_core.sh has mad
     fi
 }
 
+make_venv() {  # make_venv DIR: create the virtual environment DIR unless it is there
+    if [ ! -x "$1/bin/python" ]; then
+        step "creating $1"
+        python3 -m venv "$1"
+    fi
+}
+
 installed() {  # installed PYTHON DIST VERSION: true when that exact version is installed there
     [ "$("$1" -c "import importlib.metadata as m; print(m.version('$2'))" 2>/dev/null)" = "$3" ]
 }

@@ -29,10 +29,7 @@ WHEELS="$ROOT/.cache/wheels"
 need_python "$MAIN_PY"
 
 # ---- 1. the peers venv -------------------------------------------------------------------------
-if [ ! -x "$PEERS_PY" ]; then
-    step "creating $PEERS_VENV"
-    python3 -m venv "$PEERS_VENV"
-fi
+make_venv "$PEERS_VENV"
 if ! imports "$PEERS_PY" "import torch, numpy"; then
     step "installing $TORCH and numpy into $PEERS_VENV"
     pip_in "$PEERS_PY" "$TORCH" numpy

