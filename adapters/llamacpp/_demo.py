@@ -80,12 +80,18 @@ def run_inprocess(model: Path, prompts_file: Path, args: argparse.Namespace) -> 
     from specplug_adapters.llamacpp._drafter import SpecplugDraftModel
     from specplug_adapters.llamacpp._inprocess import CountingDraftModel, measure_draft_models
 
+    from specplug.cost import OnlineCostModel
+
     options = json.loads(args.options)
+    # each generation gets a fresh drafter (nothing learnt about one prompt's text helps the
+    # next round), but they share what a step costs on this machine, as one long-lived drafter
+    # would; timed in CPU seconds like the figures themselves
+    step_costs = OnlineCostModel()
     factories = {
         "plain": lambda: None,
         "llama-cpp-python LlamaPromptLookupDecoding": lambda: CountingDraftModel(LlamaPromptLookupDecoding()),
         f"specplug SpecplugDraftModel({args.method!r}, max_tokens={args.max_tokens})": lambda: SpecplugDraftModel(
-            args.method, max_tokens=args.max_tokens, **options
+            args.method, max_tokens=args.max_tokens, clock="cpu", step_costs=step_costs, **options
         ),
     }
     texts = [prompt.text or "" for prompt in load_prompts(prompts_file)]
