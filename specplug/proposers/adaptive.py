@@ -43,7 +43,7 @@ class AdaptiveOptions(MethodOptions):
     batch_size: int = Field(1, ge=1, le=65536, description="requests the engine batches per step (set_batch_size() updates it)")
     max_positions: int = Field(16, ge=1, le=256, description="draft positions tracked (longest draft considered)")
     prior: float = Field(0.5, gt=0, lt=1, description="acceptance per position before any is observed")
-    prior_weight: float = Field(2.0, gt=0, description="observations the pooled estimate is worth for a new request")
+    prior_weight: float = Field(8.0, gt=0, description="observations the pooled estimate is worth for a new request")
     min_gain: float = Field(0.0, ge=0, description="speculate only when goodput beats plain decoding by this share")
     explore: float = Field(
         0.3, ge=0, description="optimism for rarely observed positions (UCB bonus scale), so a candidate judged early is retried"
