@@ -26,13 +26,14 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from specplug._contract import Draft, Proposer, RequestId
-from specplug._errors import InvalidOptionError
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.cost import CostModel, cost_model, plain_step_time, spec_step_times
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._pending import PendingDrafts
-from specplug.proposers._parts import PositionStats, draft_kind, estimate, optimism, resolve_part, score_band
+from specplug.proposers._parts import (
+    PositionStats, best_cut, checked_batch_size, draft_kind, estimate, optimism, resolve_part, score_band,
+)  # fmt: skip
 
 __all__ = ["AdaptiveOptions", "AdaptiveProposer"]
 
@@ -101,9 +102,7 @@ class AdaptiveProposer(Proposer):
 
     def set_batch_size(self, batch_size: int) -> None:
         """The engine's current batch size (an adapter calls this as its batch changes)."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidOptionError(f"batch_size = {batch_size!r} is not valid; it must be an int >= 1")
-        self.batch_size = batch_size
+        self.batch_size = checked_batch_size(batch_size)
 
     # ---------------------------------------------------------------- lifecycle
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
@@ -180,11 +179,10 @@ class AdaptiveProposer(Proposer):
             # whether to take a candidate is judged with its exploration bonus (a neural one judged
             # on a few unlucky steps is retried); how long it drafts, on what it has shown
             times = spec_step_times(self.cost, batch, context, longest, self.kinds[index])[1:]
-            hopeful = (1.0 + np.cumsum(np.cumprod(self._optimistic(request_id, index, band)[:longest]))) / times
-            expected = np.cumsum(np.cumprod(self.acceptance(request_id, index, band)[:longest]))
-            k = int(np.argmax((1.0 + expected) / times))
-            if hopeful.max() > best_rate:
-                best_rate, best_index, best_k, best_expected = float(hopeful.max()), index, k + 1, float(expected[k])
+            hopeful_rate = best_cut(self._optimistic(request_id, index, band)[:longest], times)[0]
+            _, k, expected = best_cut(self.acceptance(request_id, index, band)[:longest], times)
+            if hopeful_rate > best_rate:
+                best_rate, best_index, best_k, best_expected = hopeful_rate, index, k, expected
         if best_index < 0:
             return Draft((), self.name, 0.0, needs_neural=False)
         if best_index in lookup_drafts:

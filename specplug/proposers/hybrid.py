@@ -38,12 +38,13 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 from specplug._contract import Draft, Proposer, RequestId
-from specplug._errors import InvalidOptionError
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.cost import CostModel, cost_model, spec_step_times
 from specplug.proposers._options import MethodOptions
-from specplug.proposers._parts import PositionStats, estimate, optimism, resolve_part, score_band
+from specplug.proposers._parts import (
+    PositionStats, best_cut, checked_batch_size, estimate, optimism, resolve_part, score_band,
+)  # fmt: skip
 
 __all__ = ["HybridOptions", "HybridProposer"]
 
@@ -133,9 +134,7 @@ class HybridProposer(Proposer):
 
     def set_batch_size(self, batch_size: int) -> None:
         """The engine's current batch size (an adapter calls this as its batch changes; used with a cost model)."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidOptionError(f"batch_size = {batch_size!r} is not valid; it must be an int >= 1")
-        self.batch_size = batch_size
+        self.batch_size = checked_batch_size(batch_size)
 
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
         self.lookup.start(request_id, prompt)
@@ -201,16 +200,21 @@ class HybridProposer(Proposer):
         _, hopeful = self.acceptance(request_id, band)
         ran = ("lookup",) if lookup.tokens else ()
         with_neural = (*ran, "neural")
+
+        def times(longest: int, kinds: tuple[str, ...]) -> np.ndarray:  # of a step drafting 1..longest tokens
+            return spec_step_times(cost, batch, context, longest, kinds)[1:]
+
         plain_rate = 1.0 / float(spec_step_times(cost, batch, context, 0, ran)[0])
-        lookup_rate, lookup_k, lookup_expected = _best_length(lookup_p[: len(lookup.tokens)], cost, batch, context, ran)
+        lookup_rate, lookup_k, lookup_expected = best_cut(lookup_p[: len(lookup.tokens)], times(len(lookup.tokens), ran))
         # whether to call the neural drafter is judged optimistically (else one judged on a few
         # unlucky steps is never tried again); how long its draft is, on what it has shown
-        neural_rate = _best_length(hopeful[:neural_tokens], cost, batch, context, with_neural)[0]
+        neural_times = times(neural_tokens, with_neural)
+        neural_rate = best_cut(hopeful[:neural_tokens], neural_times)[0]
         if lookup_rate >= neural_rate and lookup_rate > plain_rate:
             return Draft(lookup.tokens[:lookup_k], lookup.source, lookup_expected, needs_neural=False)
         if neural_rate <= plain_rate:
             return Draft((), self.name, 0.0, needs_neural=False)
-        _, neural_k, neural_expected = _best_length(neural_p[:neural_tokens], cost, batch, context, with_neural)
+        _, neural_k, neural_expected = best_cut(neural_p[:neural_tokens], neural_times)
         neural = self.neural.propose(request_id, neural_k)
         state.neural_draft = neural.tokens
         tokens, source, expected = neural.tokens[:neural_k], neural.source, neural_expected
@@ -224,7 +228,8 @@ class HybridProposer(Proposer):
             state.confirmed_draft = lookup.tokens
             prior = np.maximum(lookup_p, neural_p)
             confirmed = estimate(state.confirmed, self._pooled_confirmed, 0, prior, self.options.prior_weight)
-            rate, k, confirmed_expected = _best_length(confirmed[: len(lookup.tokens)], cost, batch, context, ("lookup", "neural"))
+            longest = len(lookup.tokens)
+            _, k, confirmed_expected = best_cut(confirmed[:longest], times(longest, ("lookup", "neural")))
             if k > len(tokens):
                 tokens, source, expected = lookup.tokens[:k], f"{neural.source}+{lookup.source}", confirmed_expected
         return Draft(tokens, source, expected, needs_neural=True)
@@ -252,20 +257,6 @@ class HybridProposer(Proposer):
             self.lookup.stop(request_id)
         finally:
             self.neural.stop(request_id)
-
-
-def _best_length(
-    accepted: np.ndarray, cost: CostModel, batch: int, context: int, kinds: tuple[str, ...]
-) -> tuple[float, int, float]:
-    """(tokens/s, length, expected accepted tokens) of the best cut of a draft whose positions
-    are accepted with probabilities ``accepted``; (0, 0, 0) for an empty draft."""
-    longest = len(accepted)
-    if not longest:
-        return 0.0, 0, 0.0
-    expected = np.cumsum(np.cumprod(accepted))
-    rates = (1.0 + expected) / spec_step_times(cost, batch, context, longest, kinds)[1:]
-    k = int(np.argmax(rates))
-    return float(rates[k]), k + 1, float(expected[k])
 
 
 @hookimpl
