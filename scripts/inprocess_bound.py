@@ -29,6 +29,7 @@ from llama_cpp import Llama
 from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
 import specplug
+from lookup_bound import Seen  # scripts/lookup_bound.py: every seen span, the longest known prefix
 from specplug_adapters.llamacpp._prompts import load_prompts, shipped_prompts
 
 SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 33)
@@ -69,26 +70,21 @@ def accepted(draft: Sequence[int], truth: Sequence[int]) -> int:
     return count
 
 
-def longest_known_prefix(history: list[int], truth: list[int], limit: int) -> int:
-    """Tokens of ``truth`` (up to ``limit``) whose prefix occurs somewhere in ``history``."""
-    text = "," + ",".join(map(str, history)) + ","
-    length = 0
-    while length < min(limit, len(truth)) and ("," + ",".join(map(str, truth[: length + 1])) + ",") in text:
-        length += 1
-    return length
-
-
 def replay(runs, cost, drafter_factory, *, oracle: str | None = None, limit: int = 32) -> float:
     """Modeled tokens per CPU-second. ``oracle``: None (draft as is), "cut" (cut at the best
     length knowing the outcome), "perfect" (perfect lookup, cut at the best length)."""
     seconds = tokens = 0.0
     for prompt, output in runs:
         drafter = drafter_factory()
-        position = 0
+        seen = Seen(limit)  # every span of the text so far, for the perfect lookup
+        seen.add(prompt)
+        position = known = 0
         while position < len(output) - 1:
             history, truth = prompt + output[: position + 1], output[position + 1 :]
             if oracle == "perfect":
-                draft_len = good = longest_known_prefix(history, truth, limit)
+                seen.add(output[known : position + 1])
+                known = position + 1
+                draft_len = good = seen.longest(truth[:limit])
             else:
                 draft = drafter(history)
                 draft_len, good = len(draft), accepted(draft, truth)
