@@ -9,33 +9,26 @@ PyPI package ships, so they are checked as far as the router's parsing goes.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import time
-import urllib.request
-from pathlib import Path
-
 import pytest
 
 from specplug._presets import list_presets
-from specplug_adapters.llamacpp import help_options, server_help
-from specplug_adapters.llamacpp._binary import hermetic_env
-from specplug_adapters.llamacpp._server import _free_port
+from specplug_adapters.llamacpp import LlamaServer, help_options, server_help
 
 PRESETS = {preset.name: preset for preset in list_presets("llama-server")}
 NEEDS_MTP_LAYERS = {name for name, preset in PRESETS.items() if "draft-mtp" in preset.options().get("spec-type", "")}
 
 
-def _get(url: str, payload: dict | None = None, timeout: float = 300) -> dict:
-    data = None if payload is None else json.dumps(payload).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.loads(response.read())
+class _Router(LlamaServer):
+    """llama-server as a router: it loads no model itself, each request names a presets section.
+    (The runner's model argument only satisfies its checks; the sections carry the models.)"""
+
+    def command(self) -> list[str]:
+        threads = str(self.threads)
+        return [self.binary, "--host", "127.0.0.1", "--port", str(self.port), "-t", threads, "-tb", threads, *self.flags]
 
 
 @pytest.fixture(scope="module")
 def router(tmp_path_factory, server_binary, smollm2):
-    home = tmp_path_factory.mktemp("router")
     sections = []
     for name, preset in PRESETS.items():
         lines = [f"[{name}]", f"model = {smollm2}", "ctx-size = 2048"]
@@ -43,39 +36,15 @@ def router(tmp_path_factory, server_binary, smollm2):
             lines.append(f"spec-draft-model = {smollm2}")
         lines += [f"{key} = {value}" for key, value in preset.options().items()]
         sections.append("\n".join(lines))
-    presets_file = home / "presets.ini"
+    presets_file = tmp_path_factory.mktemp("router") / "presets.ini"
     presets_file.write_text("\n\n".join(sections) + "\n")
-    port = _free_port()
-    command = [
-        server_binary, "--models-preset", str(presets_file), "--models-max", "1",
-        "--host", "127.0.0.1", "--port", str(port), "-t", "1", "-tb", "1",
-    ]  # fmt: skip
-    log = (home / "router.log").open("wb")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=hermetic_env(home=str(home)), cwd=home)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None, f"the router exited: {Path(log.name).read_text()[-2000:]}"
-            try:
-                _get(url + "/v1/models", timeout=2)
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the router did not answer within 120 s"
-                time.sleep(0.2)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+    with _Router(smollm2, ["--models-preset", str(presets_file), "--models-max", "1"], binary=server_binary) as server:
+        yield server
 
 
 def test_the_router_lists_every_preset_with_its_flags(router, server_binary):
     options = help_options(server_help(server_binary))
-    models = {model["id"]: model for model in _get(router + "/v1/models")["data"]}
+    models = {model["id"]: model for model in router._request("GET", "/v1/models", None, timeout=60)["data"]}
     assert set(PRESETS) <= set(models), f"sections missing from the router: {sorted(set(PRESETS) - set(models))}"
     for name, preset in PRESETS.items():
         args = models[name]["status"]["args"]
@@ -90,9 +59,7 @@ def test_the_router_lists_every_preset_with_its_flags(router, server_binary):
 
 @pytest.mark.parametrize("name", sorted(set(PRESETS) - NEEDS_MTP_LAYERS))
 def test_a_request_naming_the_preset_speculates(router, name, code_prompts):
-    answer = _get(
-        router + "/completion",
-        {"model": name, "prompt": code_prompts[0].text, "n_predict": 48, "temperature": 0.0, "top_k": 1},
-    )
+    request = {"model": name, "prompt": code_prompts[0].text, "n_predict": 48, "temperature": 0.0, "top_k": 1}
+    answer = router._request("POST", "/completion", request, timeout=300)
     timings = answer["timings"]
     assert timings.get("draft_n", 0) > 0 and timings.get("draft_n_accepted", 0) > 0, f"{name}: {timings}"
