@@ -89,3 +89,16 @@ def drive(proposer, rid, prompt, output, k, start_at=0):
         pos += len(step)
     proposer.stop(rid)
     return drafts
+
+
+def geometric(alpha: float, seed: int = 0):
+    """Accepted length at each position drawn with acceptance ``alpha`` per token (fixed by the seed):
+    the ``correct`` argument of :class:`Oracle` for a drafter of that quality."""
+    rng = np.random.default_rng(seed)
+    table = rng.geometric(1 - alpha, size=5000) - 1
+    return lambda pos: int(table[pos])
+
+
+def late_mean_length(drafts) -> float:
+    """Mean draft length over the second half of a :func:`drive` run (after the estimates settle)."""
+    return float(np.mean([len(draft.tokens) for draft, _ in drafts[len(drafts) // 2 :]]))

@@ -7,7 +7,7 @@ import pytest
 
 import specplug
 from specplug.cost import CostModelError, OnlineCostModel, cost_model
-from tests._scripted import Oracle, drive
+from tests._scripted import Oracle, drive, geometric, late_mean_length
 
 PROMPT = [7] * 50
 
@@ -47,21 +47,14 @@ def test_empty_draft_when_speculation_cannot_pay():
     assert sum(1 for d, _ in drafts[-50:] if d.tokens) <= 2
 
 
-def _geometric(alpha: float, seed: int = 0):
-    """Accepted length at each position drawn with acceptance ``alpha`` per token (fixed by the seed)."""
-    rng = np.random.default_rng(seed)
-    table = rng.geometric(1 - alpha, size=5000) - 1
-    return lambda pos: int(table[pos])
-
-
 def test_draft_length_shrinks_as_the_batch_grows():
     """Acceptance 0.7 a token: long drafts pay at batch 1 (verification is nearly free), short ones at 64."""
     output = list(range(100, 1100))
     lengths = {}
     for batch in (1, 64):
-        adaptive, _, _ = _make({"r": output}, lambda pos: 0, _geometric(0.7), pad=True, batch_size=batch)
+        adaptive, _, _ = _make({"r": output}, lambda pos: 0, geometric(0.7), pad=True, batch_size=batch)
         drafts = drive(adaptive, "r", PROMPT, output, 8)
-        lengths[batch] = np.mean([len(d.tokens) for d, _ in drafts[len(drafts) // 2 :]])
+        lengths[batch] = late_mean_length(drafts)
     assert lengths[1] >= 6
     assert 1 <= lengths[64] <= 4
 
@@ -106,7 +99,7 @@ def test_neural_draft_length_comes_from_what_it_showed_not_its_exploration_bonus
     """At batch 64 a neural candidate accepting half its tokens pays with short drafts; a large
     exploration bonus may get it called, but must not lengthen its drafts."""
     output = list(range(100, 1100))
-    adaptive, neural, _ = _make({"r": output}, _geometric(0.5), lambda pos: 0, batch_size=64, explore=3.0)
+    adaptive, neural, _ = _make({"r": output}, geometric(0.5), lambda pos: 0, batch_size=64, explore=3.0)
     drafts = drive(adaptive, "r", PROMPT, output, 8)
     late = [len(d.tokens) for d, _ in drafts[len(drafts) // 2 :] if d.needs_neural]
     assert late and np.mean(late) <= 3

@@ -7,7 +7,7 @@ import pytest
 
 import specplug
 from specplug.cost import CostModelError
-from tests._scripted import Oracle, drive
+from tests._scripted import Oracle, drive, geometric, late_mean_length
 
 PROMPT = [1, 2, 3]
 
@@ -116,13 +116,6 @@ def test_lifecycle_errors_leave_parts_consistent():
 # ---------------------------------------------------------------- with a cost model
 
 
-def _geometric(alpha: float, seed: int = 0):
-    """Accepted length at each position drawn with acceptance ``alpha`` per token (fixed by the seed)."""
-    rng = np.random.default_rng(seed)
-    table = rng.geometric(1 - alpha, size=5000) - 1
-    return lambda pos: int(table[pos])
-
-
 def test_cost_model_prefers_the_cheap_lookup_when_expectations_are_close():
     """Neural 3 accepted a step, lookup about 2.7: by tokens the neural drafter wins, by tokens/s the lookup
     (a neural step costs the head's forward passes, a lookup next to nothing)."""
@@ -150,10 +143,10 @@ def test_cost_model_cuts_drafts_short_at_large_batch():
     lengths = {}
     for batch in (1, 64):
         neural = Oracle({"r": output}, lambda pos: 0, pad=True)
-        lookup = Oracle({"r": output}, _geometric(0.7), name="look", kind="lookup", pad=True)
+        lookup = Oracle({"r": output}, geometric(0.7), name="look", kind="lookup", pad=True)
         hybrid = specplug.create("hybrid", neural=neural, lookup=lookup, cost="llama-3.1-8b-h100", batch_size=batch)
         drafts = drive(hybrid, "r", PROMPT, output, 8)
-        lengths[batch] = np.mean([len(d.tokens) for d, _ in drafts[len(drafts) // 2 :]])
+        lengths[batch] = late_mean_length(drafts)
     assert lengths[1] >= 6
     assert 1 <= lengths[64] <= 4
 
