@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from specplug._presets import load_preset
+from specplug.cost import OnlineCostModel
 from specplug_adapters.llamacpp._measure import Measurement, Setting, measure_settings
 from specplug_adapters.llamacpp._prompts import load_prompts, shipped_prompts
 
@@ -79,8 +80,6 @@ def run_inprocess(model: Path, prompts_file: Path, args: argparse.Namespace) -> 
 
     from specplug_adapters.llamacpp._drafter import SpecplugDraftModel
     from specplug_adapters.llamacpp._inprocess import CountingDraftModel, measure_draft_models
-
-    from specplug.cost import OnlineCostModel
 
     options = json.loads(args.options)
     # each generation gets a fresh drafter (nothing learnt about one prompt's text helps the
