@@ -17,6 +17,7 @@ enough that the adaptive layer tries it once and learns its real price.
 
 from __future__ import annotations
 
+import statistics
 from collections import deque
 
 import numpy as np
@@ -59,19 +60,25 @@ class OnlineCostModel:
         self.prior_step = prior_step
         self._steps = [deque[float](maxlen=window) for _ in range(max_batched_tokens + 1)]
         self._drafts: dict[str, deque[float]] = {kind: deque(maxlen=window) for kind in DRAFT_KINDS}
+        # medians kept as observations arrive (the cost model is read many times a step, written once)
+        self._medians = np.full(max_batched_tokens + 1, np.nan)  # per batch size; NaN: not seen yet
+        self._draft_medians = dict.fromkeys(DRAFT_KINDS, 0.0)
         self._table: np.ndarray | None = None  # per batch size, rebuilt after an observation
 
     # ------------------------------------------------------------------ learning
     def observe(self, batched_tokens: int, seconds: float) -> None:
         """One verification step over ``batched_tokens`` tokens took ``seconds``."""
         if 1 <= batched_tokens < len(self._steps) and seconds > 0:
-            self._steps[batched_tokens].append(seconds)
+            window = self._steps[batched_tokens]
+            window.append(seconds)
+            self._medians[batched_tokens] = statistics.median(window)
             self._table = None
 
     def observe_draft(self, kind: str, seconds: float) -> None:
         """Drafting one step with a drafter of ``kind`` took ``seconds``."""
         if kind in self._drafts and seconds >= 0:
             self._drafts[kind].append(seconds)
+            self._draft_medians[kind] = statistics.median(self._drafts[kind])
 
     def observations(self, batched_tokens: int) -> int:
         """How many recent steps of this size the estimate rests on."""
@@ -85,8 +92,7 @@ class OnlineCostModel:
     def draft_time(self, kind: str, draft_tokens: int, kv_tokens: int, verify_time: float) -> float:
         if kind not in DRAFT_KINDS:
             raise CostModelError(f"cost model {self.name!r} has no draft kind {kind!r}; valid kinds: {', '.join(DRAFT_KINDS)}")
-        seen = self._drafts[kind]
-        return float(np.median(seen)) if seen and draft_tokens else 0.0
+        return self._draft_medians[kind] if draft_tokens else 0.0
 
     def step_overhead(self) -> float:
         return 0.0
@@ -95,11 +101,11 @@ class OnlineCostModel:
         if self._table is not None:
             return self._table
         sizes = np.arange(len(self._steps), dtype=np.float64)
-        seen = [size for size in range(1, len(self._steps)) if self._steps[size]]
-        if not seen:
+        seen = np.flatnonzero(~np.isnan(self._medians))
+        if not len(seen):
             table = self.prior_step * (1.0 + self.prior_token_share * (sizes - 1.0))
         else:
-            times = np.array([np.median(self._steps[size]) for size in seen])
+            times = self._medians[seen]
             # between seen sizes: straight lines; below the smallest: its time; above the
             # largest: an optimistic slope, so an untried longer draft gets tried once
             table = np.interp(sizes, seen, times)
