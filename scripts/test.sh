@@ -10,11 +10,39 @@ export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
 
 step() { printf '\n== %s (%s)\n' "$1" "$(date +%T)"; }
 
+# Build and JIT caches stay inside the clone (torch's inductor would otherwise write ~1.5 GB to
+# /tmp per run, and a fresh machine starts without any of them).
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$PWD/.cache/torchinductor}
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$PWD/.cache/triton}
+export SGLANG_JIT_CACHE_DIR=${SGLANG_JIT_CACHE_DIR:-$PWD/.cache/sglang-jit}
+
+# A fresh setup peaks at about 10 GiB (three venvs with their torch builds, the models; 7 GiB once
+# linked below); running out
+# part-way leaves a half-installed venv and a pip traceback, so say it up front.
+NEED_GIB=12
+[ -x .venv/bin/python ] && [ -x .venv-vllm-cpu/bin/python ] && [ -x .venv-peers/bin/python ] && NEED_GIB=3
+FREE_GIB=$(( $(df -Pk . | awk 'NR == 2 {print $4}') / 1048576 ))
+echo "disk: ${FREE_GIB} GiB free on $(df -P . | awk 'NR == 2 {print $6}'), this run needs about ${NEED_GIB} GiB"
+if [ "$FREE_GIB" -lt "$NEED_GIB" ]; then
+    echo "test.sh: only ${FREE_GIB} GiB free; setup and tests need about ${NEED_GIB} GiB. Free some space and rerun." >&2
+    exit 2
+fi
+
 step "setup: core";      bash scripts/setup_core.sh
 step "setup: llama.cpp"; bash scripts/setup_llamacpp.sh
 step "setup: vLLM";      bash scripts/setup_vllm.sh
 step "setup: peers";     bash scripts/setup_peers.sh
 step "setup: bench";     bash scripts/setup_bench.sh
+
+# The three venvs hold the same torch (and two the same triton) wheel: about 3 GiB of identical
+# files, which hardlink (util-linux) turns into links. Only disk changes; a later pip install
+# replaces files rather than writing into them, so the venvs stay independent.
+step "setup: link identical files across the venvs"
+if command -v hardlink >/dev/null; then
+    hardlink --ignore-time .venv .venv-vllm-cpu .venv-peers | grep -E "^(Linked|Saved)" || true
+else
+    echo "hardlink (util-linux) not found: the venvs keep their own copies"
+fi
 
 status=0
 step "tests: core, llama.cpp, vLLM contract, peers, bench (.venv)"
