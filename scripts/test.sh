@@ -19,7 +19,7 @@ export SGLANG_JIT_CACHE_DIR=${SGLANG_JIT_CACHE_DIR:-$PWD/.cache/sglang-jit}
 # A fresh setup peaks at about 10 GiB (three venvs with their torch builds, the models; 7 GiB once
 # linked below); running out
 # part-way leaves a half-installed venv and a pip traceback, so say it up front.
-NEED_GIB=12
+NEED_GIB=11
 [ -x .venv/bin/python ] && [ -x .venv-vllm-cpu/bin/python ] && [ -x .venv-peers/bin/python ] && NEED_GIB=3
 FREE_GIB=$(( $(df -Pk . | awk 'NR == 2 {print $4}') / 1048576 ))
 echo "disk: ${FREE_GIB} GiB free on $(df -P . | awk 'NR == 2 {print $6}'), this run needs about ${NEED_GIB} GiB"
