@@ -102,3 +102,8 @@ def geometric(alpha: float, seed: int = 0):
 def late_mean_length(drafts) -> float:
     """Mean draft length over the second half of a :func:`drive` run (after the estimates settle)."""
     return float(np.mean([len(draft.tokens) for draft, _ in drafts[len(drafts) // 2 :]]))
+
+
+def late_lengths_by_batch(make, prompt, output, k, batches=(1, 64)) -> dict[int, float]:
+    """:func:`late_mean_length` of a :func:`drive` run of ``make(batch)`` at each batch size."""
+    return {batch: late_mean_length(drive(make(batch), "r", prompt, output, k)) for batch in batches}

@@ -7,7 +7,7 @@ import pytest
 
 import specplug
 from specplug.cost import CostModelError, OnlineCostModel, cost_model
-from tests._scripted import Oracle, drive, geometric, late_mean_length
+from tests._scripted import Oracle, drive, geometric, late_lengths_by_batch
 
 PROMPT = [7] * 50
 
@@ -50,11 +50,11 @@ def test_empty_draft_when_speculation_cannot_pay():
 def test_draft_length_shrinks_as_the_batch_grows():
     """Acceptance 0.7 a token: long drafts pay at batch 1 (verification is nearly free), short ones at 64."""
     output = list(range(100, 1100))
-    lengths = {}
-    for batch in (1, 64):
-        adaptive, _, _ = _make({"r": output}, lambda pos: 0, geometric(0.7), pad=True, batch_size=batch)
-        drafts = drive(adaptive, "r", PROMPT, output, 8)
-        lengths[batch] = late_mean_length(drafts)
+
+    def make(batch):
+        return _make({"r": output}, lambda pos: 0, geometric(0.7), pad=True, batch_size=batch)[0]
+
+    lengths = late_lengths_by_batch(make, PROMPT, output, 8)
     assert lengths[1] >= 6
     assert 1 <= lengths[64] <= 4
 

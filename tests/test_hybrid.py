@@ -7,7 +7,7 @@ import pytest
 
 import specplug
 from specplug.cost import CostModelError
-from tests._scripted import Oracle, drive, geometric, late_mean_length
+from tests._scripted import Oracle, drive, geometric, late_lengths_by_batch
 
 PROMPT = [1, 2, 3]
 
@@ -140,13 +140,13 @@ def test_cost_model_prefers_the_cheap_lookup_when_expectations_are_close():
 def test_cost_model_cuts_drafts_short_at_large_batch():
     """Acceptance 0.7 a token: the whole lookup draft pays at batch 1, a short cut of it at batch 64."""
     output = list(range(100, 1100))
-    lengths = {}
-    for batch in (1, 64):
+
+    def make(batch):
         neural = Oracle({"r": output}, lambda pos: 0, pad=True)
         lookup = Oracle({"r": output}, geometric(0.7), name="look", kind="lookup", pad=True)
-        hybrid = specplug.create("hybrid", neural=neural, lookup=lookup, cost="llama-3.1-8b-h100", batch_size=batch)
-        drafts = drive(hybrid, "r", PROMPT, output, 8)
-        lengths[batch] = late_mean_length(drafts)
+        return specplug.create("hybrid", neural=neural, lookup=lookup, cost="llama-3.1-8b-h100", batch_size=batch)
+
+    lengths = late_lengths_by_batch(make, PROMPT, output, 8)
     assert lengths[1] >= 6
     assert 1 <= lengths[64] <= 4
 
