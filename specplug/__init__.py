@@ -1,7 +1,7 @@
 """specplug: speculative-decoding proposers written once, run inside existing engines."""
 
 from specplug._catalog import create, method_specs, methods
-from specplug._contract import Draft, Proposer, RequestId, as_token_array
+from specplug._contract import DRAFT_KINDS, MAX_TOKEN_ID, Draft, DraftKind, Proposer, RequestId, accepted_prefix, as_token_array
 from specplug._errors import (
     DuplicateNameError,
     InvalidOptionError,
@@ -12,20 +12,28 @@ from specplug._errors import (
 )
 from specplug._guard import GuardedProposer
 from specplug._hookimpl import hookimpl
+from specplug._registry import MethodCapabilities, MethodRegistrar, MethodSpec
 from specplug._version import __version__
 
 __all__ = [
+    "DRAFT_KINDS",
+    "MAX_TOKEN_ID",
     "Draft",
+    "DraftKind",
     "DuplicateNameError",
     "GuardedProposer",
     "InvalidOptionError",
     "InvalidTokensError",
+    "MethodCapabilities",
+    "MethodRegistrar",
+    "MethodSpec",
     "Proposer",
     "RequestId",
     "RequestStateError",
     "SpecplugError",
     "UnknownMethodError",
     "__version__",
+    "accepted_prefix",
     "as_token_array",
     "create",
     "hookimpl",

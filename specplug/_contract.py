@@ -12,14 +12,38 @@ import abc
 import operator
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar, Literal
 
 import numpy as np
 
 from specplug._errors import InvalidOptionError, InvalidTokensError, RequestStateError
 
-__all__ = ["Draft", "Proposer", "RequestId", "as_token_array"]
+__all__ = ["DRAFT_KINDS", "MAX_TOKEN_ID", "Draft", "DraftKind", "Proposer", "RequestId", "accepted_prefix", "as_token_array"]
 
 RequestId = Hashable
+
+#: what a draft costs: ``"lookup"`` (CPU time only) or ``"neural"`` (forward passes of a head or model)
+DraftKind = Literal["lookup", "neural"]
+DRAFT_KINDS: tuple[DraftKind, ...] = ("lookup", "neural")
+#: the largest token id specplug stores (the kernels keep int32 tokens)
+MAX_TOKEN_ID = int(np.iinfo(np.int32).max)
+
+
+def accepted_prefix(draft: Sequence[int] | np.ndarray, verified: Sequence[int] | np.ndarray) -> int:
+    """How many leading tokens of ``draft`` the ``verified`` tokens confirm.
+
+    Verification keeps a draft's tokens up to the first one the target disagrees with, then
+    appends its own token: acceptance is the length of the common prefix.
+
+    >>> accepted_prefix((5, 6, 7), [5, 6, 9, 1]), accepted_prefix((), [1]), accepted_prefix((5,), [])
+    (2, 0, 0)
+    """
+    limit = min(len(draft), len(verified))
+    accepted = 0
+    # a plain loop: drafts are a few tokens, and it stops at the first mismatch
+    while accepted < limit and draft[accepted] == verified[accepted]:
+        accepted += 1
+    return accepted
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +81,8 @@ def as_token_array(tokens: object, what: str = "token_ids") -> np.ndarray:
                 f"dtype {tokens.dtype} and shape {tokens.shape}"
             )
         array = tokens.astype(np.int64, copy=False)
-        if array.size and (int(array.min()) < 0 or int(array.max()) > _MAX_TOKEN):
-            index = int(np.argmax((array < 0) | (array > _MAX_TOKEN)))
+        if array.size and (int(array.min()) < 0 or int(array.max()) > MAX_TOKEN_ID):
+            index = int(np.argmax((array < 0) | (array > MAX_TOKEN_ID)))
             _reject(what, index, int(array[index]))
         return array
     if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Iterable):
@@ -72,19 +96,18 @@ def as_token_array(tokens: object, what: str = "token_ids") -> np.ndarray:
             raise InvalidTokensError(
                 f"{what}[{index}] = {token!r:.40} is not an int; token ids are non-negative ints"
             )
-        if not 0 <= token <= _MAX_TOKEN:
+        if not 0 <= token <= MAX_TOKEN_ID:
             _reject(what, index, int(token))
     return np.array(items, dtype=np.int64)
 
 
-_MAX_TOKEN = int(np.iinfo(np.int32).max)
 
 
 def _reject(what: str, index: int, token: int) -> None:
     if token < 0:
         raise InvalidTokensError(f"{what}[{index}] = {token} is negative; token ids are non-negative ints")
     raise InvalidTokensError(
-        f"{what}[{index}] = {token} is larger than {_MAX_TOKEN}, the largest token id specplug stores"
+        f"{what}[{index}] = {token} is larger than {MAX_TOKEN_ID}, the largest token id specplug stores"
     )
 
 
@@ -106,6 +129,13 @@ class Proposer(abc.ABC):
 
     #: the method name, shown in ``Draft.source``
     name: str = "proposer"
+    #: what its drafts cost, declared (never guessed from ``name``): cost models price the two
+    #: kinds differently, and a composite calls a neural part only when it is chosen
+    draft_kind: DraftKind = "lookup"
+    #: the longest draft it can make (an MTP head drafts a fixed k), or None for no limit
+    max_draft_tokens: int | None = None
+    #: whether :meth:`set_batch_size` changes what it drafts (the engine layer calls it either way)
+    takes_batch_size: ClassVar[bool] = False
 
     def __init__(self) -> None:
         # request id -> the last draft proposed and not yet resolved by extend()
@@ -140,11 +170,7 @@ class Proposer(abc.ABC):
         self._check_live(request_id, "extend")
         tokens = as_token_array(token_ids)
         draft = self._pending[request_id]
-        accepted = 0
-        if draft is not None and draft.tokens:
-            limit = min(len(draft.tokens), len(tokens))
-            while accepted < limit and draft.tokens[accepted] == tokens[accepted]:
-                accepted += 1
+        accepted = accepted_prefix(draft.tokens, tokens) if draft is not None else 0
         self._pending[request_id] = None
         self._extend(request_id, tokens)
         if draft is not None:
@@ -182,6 +208,12 @@ class Proposer(abc.ABC):
 
     def __contains__(self, request_id: object) -> bool:
         return request_id in self._pending
+
+    def set_batch_size(self, batch_size: int) -> None:
+        """The engine's current batch size, before a step's drafts are asked for.
+
+        A no-op here; proposers that price drafts by batch size (``takes_batch_size``) override it.
+        """
 
     def state_nbytes(self, request_id: RequestId) -> int | None:
         """Bytes of drafting state held for one live request, or None where not measured."""

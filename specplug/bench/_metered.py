@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from specplug._contract import Draft, Proposer, RequestId
-from specplug.proposers._parts import draft_kind
 
 __all__ = ["Metered"]
 
@@ -22,7 +21,7 @@ class Metered(Proposer):
         super().__init__()
         self.inner = inner
         self.name = getattr(inner, "name", type(inner).__name__)
-        self.draft_kind = kind or draft_kind(inner)
+        self.draft_kind = kind or inner.draft_kind
         self.max_draft_tokens = getattr(inner, "max_draft_tokens", None)
         self.charged = False
 

@@ -10,13 +10,9 @@ from specplug._contract import Proposer
 from specplug._errors import InvalidOptionError
 
 __all__ = [
-    "BANDS", "NEURAL_NAMES", "SCORE_BANDS", "PositionStats", "best_cut", "checked_batch_size", "draft_kind",
-    "estimate", "optimism", "resolve_part", "score_band",
+    "BANDS", "SCORE_BANDS", "PositionStats", "best_cut", "checked_batch_size", "estimate", "optimism",
+    "resolve_part", "score_band",
 ]  # fmt: skip
-
-#: method names that denote a neural drafter when a proposer does not say its ``draft_kind``
-NEURAL_NAMES = frozenset({"neural", "mtp", "eagle", "eagle3", "draft_model", "draft-model", "medusa"})
-
 
 def resolve_part(part: Proposer | str, option: str) -> Proposer:
     """A proposer object as given, or one created by method name with default options."""
@@ -25,18 +21,6 @@ def resolve_part(part: Proposer | str, option: str) -> Proposer:
     from specplug._catalog import create
 
     return create(part)
-
-
-def draft_kind(proposer: Proposer) -> str:
-    """``"neural"`` or ``"lookup"``: the proposer's ``draft_kind`` attribute, else guessed from its name.
-
-    A cost model prices the two kinds differently: a neural draft costs forward passes of a
-    head or a model, a lookup costs CPU time only.
-    """
-    kind = getattr(proposer, "draft_kind", None)
-    if kind in ("neural", "lookup"):
-        return kind
-    return "neural" if getattr(proposer, "name", "") in NEURAL_NAMES else "lookup"
 
 
 #: score bands of a lookup's drafts: None, [0, 1), [1, 3), [3, 7), [7, inf)

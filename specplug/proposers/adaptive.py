@@ -27,19 +27,21 @@ from pydantic import Field, field_validator
 
 from specplug._contract import Draft, Proposer, RequestId
 from specplug._hookimpl import hookimpl
-from specplug._registry import MethodRegistrar
+from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug.cost import CostModel, cost_model, plain_step_time, spec_step_times
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._pending import PendingDrafts
 from specplug.proposers._parts import (
-    PositionStats, best_cut, checked_batch_size, draft_kind, estimate, optimism, resolve_part, score_band,
+    PositionStats, best_cut, checked_batch_size, estimate, optimism, resolve_part, score_band,
 )  # fmt: skip
 
 __all__ = ["AdaptiveOptions", "AdaptiveProposer"]
 
 
 class AdaptiveOptions(MethodOptions):
-    candidates: list[Proposer | str] = Field(min_length=1, description="proposers (or method names) to choose from")
+    candidates: list[Proposer | str] = Field(
+        ["suffix", "ngram"], min_length=1, description="proposers (or method names) to choose from"
+    )
     cost: CostModel | str = Field("llama-3.1-8b-h100", description="cost model, preset name or .toml path")
     batch_size: int = Field(1, ge=1, le=65536, description="requests the engine batches per step (set_batch_size() updates it)")
     max_positions: int = Field(16, ge=1, le=256, description="draft positions tracked (longest draft considered)")
@@ -85,19 +87,22 @@ class AdaptiveProposer(Proposer):
     """
 
     name = "adaptive"
+    takes_batch_size = True
 
     def __init__(self, options: AdaptiveOptions) -> None:
         super().__init__()
         self.options = options
         self.candidates = [resolve_part(item, "candidates") for item in options.candidates]
-        self.kinds = [draft_kind(candidate) for candidate in self.candidates]
+        self.kinds = [candidate.draft_kind for candidate in self.candidates]
+        if "neural" in self.kinds:
+            self.draft_kind = "neural"
         self.cost = cost_model(options.cost)
         self.batch_size = options.batch_size
         positions = options.max_positions
         self._pooled = [PositionStats.empty(positions) for _ in self.candidates]
         self._steps = 0  # drafting steps so far, all requests
         # a drafter with a fixed length (an MTP head drafts k tokens) is never asked for more
-        self._longest = [getattr(candidate, "max_draft_tokens", None) for candidate in self.candidates]
+        self._longest = [candidate.max_draft_tokens for candidate in self.candidates]
         self._requests: dict[RequestId, _Request] = {}
 
     def set_batch_size(self, batch_size: int) -> None:
@@ -202,4 +207,5 @@ def specplug_register_methods(registrar: MethodRegistrar) -> None:
         AdaptiveProposer,
         options=AdaptiveOptions,
         summary="per step, the candidate and draft length with the best expected tokens/s under a cost model; empty when plain decoding wins",
+        capabilities=MethodCapabilities(part_options=("candidates",), cost_option="cost", takes_batch_size=True),
     )

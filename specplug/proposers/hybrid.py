@@ -39,7 +39,7 @@ from pydantic import Field, field_validator, model_validator
 
 from specplug._contract import Draft, Proposer, RequestId
 from specplug._hookimpl import hookimpl
-from specplug._registry import MethodRegistrar
+from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug.cost import CostModel, cost_model, spec_step_times
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._parts import (
@@ -116,6 +116,8 @@ class HybridProposer(Proposer):
     """
 
     name = "hybrid"
+    draft_kind = "neural"
+    takes_batch_size = True
 
     def __init__(self, options: HybridOptions) -> None:
         super().__init__()
@@ -172,7 +174,7 @@ class HybridProposer(Proposer):
         lookup = self.lookup.propose(request_id, limit)
         band = score_band(lookup.score, len(lookup.tokens), limit)
         state.lookup_draft, state.lookup_band, state.neural_draft = lookup.tokens, band, ()
-        neural_tokens = min(limit, self.options.neural_max_tokens or getattr(self.neural, "max_draft_tokens", None) or limit)
+        neural_tokens = min(limit, self.options.neural_max_tokens or self.neural.max_draft_tokens or limit)
         if self.cost is not None:
             return self._propose_by_cost(request_id, state, lookup, band, neural_tokens)
         lookup_expected, neural_expected = self.expected(
@@ -266,4 +268,7 @@ def specplug_register_methods(registrar: MethodRegistrar) -> None:
         HybridProposer,
         options=HybridOptions,
         summary="neural drafter (MTP/EAGLE) or lookup per step, by expected accepted tokens; skips the neural pass when the lookup wins",
+        capabilities=MethodCapabilities(
+            kind="neural", engine_drafter_option="neural", part_options=("lookup",), cost_option="cost", takes_batch_size=True
+        ),
     )
