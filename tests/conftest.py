@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -21,3 +23,17 @@ def fresh_catalog():
     _catalog.reset()
     yield
     _catalog.reset()
+
+
+@pytest.fixture
+def relay_distribution(tmp_path, monkeypatch, fresh_catalog):
+    """An installed distribution (a .dist-info on sys.path) whose ``specplug`` entry point
+    publishes ``relay``, an out-of-tree composite (``tests/plugins/relay_plugin.py``)."""
+    shutil.copy(Path(__file__).parent / "plugins" / "relay_plugin.py", tmp_path / "specplug_relay_plugin.py")
+    info = tmp_path / "specplug_relay-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: specplug-relay\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[specplug]\nrelay = specplug_relay_plugin\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _catalog.reset()
+    return tmp_path

@@ -138,3 +138,25 @@ def test_plugin_manager_is_not_built_at_import():
 
     code = "import specplug, specplug._catalog as c; assert c._default is None; print('lazy')"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "lazy"
+
+
+def test_an_out_of_tree_composite_declares_its_capabilities(relay_distribution):
+    spec = specplug.method_specs()["relay"]
+    assert spec.capabilities.composes_engine_drafter and spec.capabilities.engine_drafter_option == "head"
+    assert spec.capabilities.uses_cost_model and spec.capabilities.takes_batch_size
+    head = specplug.create("ngram", min_n=1, max_n=1)
+    relay = specplug.create("relay", head=head, backup="suffix")
+    assert relay.draft_kind == "neural"
+    relay.start("r", [1, 2, 3, 1])
+    assert relay.propose("r", 2).source.startswith("relay:")
+
+
+def test_capabilities_must_name_real_options():
+    registrar = MethodRegistrar()
+    with pytest.raises(specplug.InvalidOptionError, match="'nope'.*min_n"):
+        registrar.add(
+            "x", NgramProposer, options=NgramOptions, summary="x",
+            capabilities=specplug.MethodCapabilities(cost_option="nope"),
+        )
+    with pytest.raises(specplug.InvalidOptionError, match="kind 'gpu'"):
+        registrar.add("x", NgramProposer, options=NgramOptions, summary="x", capabilities=specplug.MethodCapabilities(kind="gpu"))
