@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from specplug._contract import Proposer
+from specplug._contract import Proposer, accepted_prefix
 from specplug._errors import InvalidOptionError, SpecplugError
 
 __all__ = [
@@ -169,15 +169,6 @@ class Timing:
     tokens: int
 
 
-def _common_prefix(draft: tuple[int, ...], truth: np.ndarray) -> int:
-    count = 0
-    for token, expected in zip(draft, truth.tolist()):
-        if token != expected:
-            break
-        count += 1
-    return count
-
-
 def measure(proposer: Proposer, workload: Workload, request_id: object, steps: int, max_tokens: int) -> Timing:
     """Replay ``steps`` steps of ``workload`` on a new request; time ``propose`` + ``extend``.
 
@@ -197,7 +188,7 @@ def measure(proposer: Proposer, workload: Workload, request_id: object, steps: i
         t0 = clock()
         draft = proposer.propose(request_id, max_tokens)
         t1 = clock()
-        accepted = _common_prefix(draft.tokens, truth[position:])
+        accepted = accepted_prefix(draft.tokens, truth[position:])
         chunk = truth[position : position + accepted + 1].tolist()
         t2 = clock()
         proposer.extend(request_id, chunk)
@@ -365,7 +356,7 @@ def run_perf(
     A peer that cannot be created raises (its error names the setup script).
     """
     import specplug
-    from specplug.peers import create_peer
+    from specplug.lab.peers import create_peer
 
     contexts = list(contexts)
     if not contexts or min(contexts) < 64:

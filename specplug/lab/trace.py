@@ -37,6 +37,7 @@ from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from specplug._contract import MAX_TOKEN_ID
 from specplug._errors import SpecplugError
 
 __all__ = [
@@ -52,7 +53,6 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
-_MAX_TOKEN = 2**31 - 1
 
 
 class TraceError(SpecplugError, ValueError):
@@ -67,8 +67,8 @@ def _token_ids(value: object) -> tuple[int, ...]:
     if not isinstance(value, (list, tuple)):
         raise ValueError(f"must be a list of token ids, got {type(value).__name__}")
     for index, token in enumerate(value):
-        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token <= _MAX_TOKEN:
-            raise ValueError(f"item {index} = {token!r:.40} is not a token id (an int in 0..{_MAX_TOKEN})")
+        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token <= MAX_TOKEN_ID:
+            raise ValueError(f"item {index} = {token!r:.40} is not a token id (an int in 0..{MAX_TOKEN_ID})")
     return tuple(value)
 
 

@@ -13,14 +13,16 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from specplug.bench._run import Row
+from specplug._errors import InvalidOptionError
 from specplug.cost import CostModel, plain_step_time, spec_step_time
-from specplug.trace import TraceRecord
+from specplug.lab.bench._result import Row
+from specplug.lab.llamacpp import first_divergence
+from specplug.lab.trace import TraceRecord
 
 __all__ = ["LLAMACPP_TYPES", "engine_rows", "measure_llamacpp"]
 
 #: llama.cpp speculative types measured, with their flags (defaults of the build, plus the
-#: n-gram map setting ENGINES.md found best on code here: n 4, m 16)
+#: n-gram map setting a hand search found best on code while the adapter was built: n 4, m 16)
 LLAMACPP_TYPES: dict[str, list[str]] = {
     "ngram-simple": ["--spec-type", "ngram-simple"],
     "ngram-map-k": ["--spec-type", "ngram-map-k"],
@@ -29,13 +31,6 @@ LLAMACPP_TYPES: dict[str, list[str]] = {
     "ngram-cache": ["--spec-type", "ngram-cache"],
 }
 PREFIX = "llama.cpp/"
-
-
-def _divergence(expected: Sequence[int], got: Sequence[int]) -> int | None:
-    for index, (a, b) in enumerate(zip(expected, got)):
-        if a != b:
-            return index
-    return None if len(expected) == len(got) else min(len(expected), len(got))
 
 
 def measure_llamacpp(
@@ -48,12 +43,10 @@ def measure_llamacpp(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """``{record id: {"llama.cpp/<type>": counters}}`` from one llama-server per type."""
-    from specplug.bench.llama_server import LlamaServer
+    from specplug.lab.bench.llama_server import LlamaServer
 
     unknown = [name for name in types if name not in LLAMACPP_TYPES]
     if unknown:
-        from specplug._errors import InvalidOptionError
-
         raise InvalidOptionError(f"llama.cpp types {unknown} are not known; valid: {', '.join(LLAMACPP_TYPES)}")
     runs: dict[str, dict[str, dict[str, Any]]] = {record.id: {} for record in records}
     context = max(len(r.prompt_ids) + len(r.output_ids) for r in records) + 64
@@ -72,7 +65,7 @@ def counters(response: dict[str, Any], expected: Sequence[int]) -> dict[str, Any
     """The figures kept from one llama-server response."""
     timings = response.get("timings", {})
     tokens = [int(t) for t in response.get("tokens", [])]
-    divergence = _divergence(list(expected), tokens)
+    divergence = first_divergence(list(expected), tokens)
     return {
         "draft_n": int(timings.get("draft_n", 0)),
         "draft_n_accepted": int(timings.get("draft_n_accepted", 0)),

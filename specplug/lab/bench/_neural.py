@@ -14,7 +14,7 @@ import hashlib
 import numpy as np
 
 from specplug._contract import Draft, Proposer, RequestId
-from specplug.trace import TraceRecord
+from specplug.lab.trace import TraceRecord
 
 __all__ = ["TraceNeuralProposer"]
 

@@ -1,6 +1,6 @@
-"""Peers (vLLM's NgramProposer, SGLang's NgramCorpus, Arctic's suffix decoding) through ``specplug.peers``.
+"""Peers (vLLM's NgramProposer, SGLang's NgramCorpus, Arctic's suffix decoding) through ``specplug.lab.peers``.
 
-The wrappers live in ``specplug.peers`` (another part of the project); the benchmark only
+The wrappers live in ``specplug.lab.peers`` (another part of the project); the benchmark only
 names them. When that module or a peer's engine is not installed, the names are still
 listed and creating one fails with the reason.
 """
@@ -21,9 +21,9 @@ class PeerUnavailableError(SpecplugError, RuntimeError):
 
 def _module():
     try:
-        import specplug.peers as peers  # noqa: PLC0415 - optional part
+        import specplug.lab.peers as peers  # noqa: PLC0415 - optional part
     except ImportError as error:
-        raise PeerUnavailableError(f"specplug.peers is not available: {error}") from None
+        raise PeerUnavailableError(f"specplug.lab.peers is not available: {error}") from None
     return peers
 
 

@@ -9,15 +9,15 @@ the proposer with that prefix plus the target's own next token.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from specplug._contract import Proposer
-from specplug.bench._metered import Metered
+from specplug._contract import Proposer, accepted_prefix
 from specplug.cost import CostModel, plain_step_time, spec_step_time
-from specplug.trace import TraceRecord
+from specplug.lab.bench._metered import Metered
+from specplug.lab.trace import TraceRecord
 
 __all__ = ["LOOKUP", "NEURAL", "StepLog", "oracle_replay", "replay"]
 
@@ -45,11 +45,9 @@ def kind_names(bits: int) -> tuple[str, ...]:
 
 
 def _accepted(draft: Sequence[int], output: Sequence[int], position: int) -> int:
-    # the last token is always the target's own, so a step emits accepted + 1 tokens
-    count, limit = 0, min(len(draft), len(output) - position - 1)
-    while count < limit and draft[count] == output[position + count]:
-        count += 1
-    return count
+    # the last token is always the target's own, so a step emits accepted + 1 tokens; only
+    # as much of the output as the draft is long is sliced (the outputs are tuples)
+    return accepted_prefix(draft, output[position : min(position + len(draft), len(output) - 1)])
 
 
 def _charged(leaves: Sequence[Metered]) -> int:
@@ -178,6 +176,3 @@ def modeled_times(logs: Sequence[StepLog], cost: CostModel, batch: int) -> tuple
             for offset in range(accepted + 1):
                 plain += plain_step_time(cost, batch, context + offset)
     return plain, spec
-
-
-Factory = Callable[[], tuple[Proposer, list[Metered]]]

@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from specplug.bench._run import BenchResult, Row
+from specplug.lab.bench._result import BenchResult, Row
 
 __all__ = ["markdown_tables", "print_table", "write_json", "write_plots"]
 

@@ -4,78 +4,22 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
 
-from specplug.bench._methods import BenchMethod, build
-from specplug.bench._replay import StepLog, acceptance_table, modeled_times, oracle_replay, replay
 from specplug.cost import CostModel
-from specplug.trace import TraceRecord
+from specplug.lab.bench._llamacpp import engine_rows
+from specplug.lab.bench._methods import BenchMethod, build
+from specplug.lab.bench._replay import StepLog, acceptance_table, modeled_times, oracle_replay, replay
+from specplug.lab.bench._result import BenchResult, Row
+from specplug.lab.trace import TraceRecord
 
-__all__ = ["BATCH_SIZES", "BenchResult", "Row", "run_benchmark", "workloads_of"]
+__all__ = ["BATCH_SIZES", "run_benchmark", "workloads_of"]
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 MIXED = "mixed"
 
 Progress = Callable[[str], None]
-
-
-@dataclass
-class Row:
-    """One method on one workload."""
-
-    workload: str
-    method: str
-    status: str = "ok"  # ok | failed
-    error: str | None = None
-    source: str = "replay"  # replay | llama-server | oracle
-    requests: int = 0
-    tokens: int = 0  # output tokens after the first (the ones decoding steps produce)
-    steps: int = 0
-    tokens_per_step: float = 0.0  # mean tokens per verification step (accepted + the target's own)
-    accepted_per_step: float = 0.0
-    acceptance_rate: float | None = None  # accepted / drafted tokens
-    drafted_share: float | None = None  # steps with a non-empty draft
-    micros_per_step: float | None = None  # proposer CPU time per step (propose + extend)
-    speedup: dict[int, float] = field(default_factory=dict)  # modeled, by batch size
-    oracle_share: dict[int, float] = field(default_factory=dict)  # speedup / oracle speedup
-    notes: str = ""
-
-
-@dataclass
-class BenchResult:
-    cost_model: str
-    k: int
-    batch_sizes: list[int]
-    workloads: list[str]
-    methods: list[str]
-    rows: list[Row]
-
-    def row(self, workload: str, method: str) -> Row:
-        for row in self.rows:
-            if row.workload == workload and row.method == method:
-                return row
-        raise KeyError((workload, method))
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> BenchResult:
-        """The result that :meth:`to_json` wrote (to redraw plots or tables without a rerun)."""
-        rows = []
-        for item in data["rows"]:
-            item = dict(item)
-            item["speedup"] = {int(b): v for b, v in item["speedup"].items()}
-            item["oracle_share"] = {int(b): v for b, v in item["oracle_share"].items()}
-            rows.append(Row(**item))
-        return cls(data["cost_model"], data["k"], data["batch_sizes"], data["workloads"], data["methods"], rows)
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        for row in data["rows"]:
-            row["speedup"] = {str(b): v for b, v in row["speedup"].items()}
-            row["oracle_share"] = {str(b): v for b, v in row["oracle_share"].items()}
-        return data
 
 
 def workloads_of(records: Sequence[TraceRecord], mixed: bool = True) -> dict[str, list[TraceRecord]]:
@@ -126,8 +70,6 @@ def run_benchmark(
     ``engine_runs``: also report the engine methods recorded in the traces (llama.cpp's
     n-gram drafters measured through llama-server on the same prompts).
     """
-    from specplug.bench._llamacpp import engine_rows
-
     groups = workloads_of(records)
     rows: list[Row] = []
     tick = progress or (lambda label: None)
@@ -191,9 +133,9 @@ def _run_one(
         logs = replay(built.proposer, built.leaves, group, k)
         _figures(row, logs)
         tick(f"{workload}: {method.label}")
-        per_batch = hasattr(built.proposer, "set_batch_size")
         for batch in batch_sizes:
-            if per_batch and batch != batch_sizes[0]:
+            # a method whose drafts depend on the batch size is replayed again at each one
+            if built.takes_batch_size and batch != batch_sizes[0]:
                 again = build(method, group, cost, batch, neural_alpha)
                 logs = replay(again.proposer, again.leaves, group, k)
             row.speedup[batch] = _speedup(logs, cost, batch)

@@ -1,6 +1,6 @@
 """Making traces with llama-server: greedy outputs, a neural drafter's acceptance, engine runs.
 
-A prompt set (``specplug/data/prompts/*.jsonl``) holds scripts of chat messages and
+A prompt set (``specplug/lab/data/prompts/*.jsonl``) holds scripts of chat messages and
 ``{"generate": n}`` steps. Each step sends the conversation so far through the model's chat
 template, records the prompt ids and the greedy output ids, and appends the output to the
 conversation as the assistant's turn, so later turns repeat earlier outputs as an agent
@@ -15,9 +15,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from specplug._errors import InvalidOptionError
-from specplug.bench.llama_server import LlamaServer
-from specplug.trace import NeuralTrace, TraceRecord
+from specplug import InvalidOptionError, accepted_prefix
+from specplug.lab.bench.llama_server import LlamaServer
+from specplug.lab.trace import NeuralTrace, TraceRecord
 
 __all__ = ["PROMPT_SETS", "generate_records", "load_prompt_sets", "neural_acceptance"]
 
@@ -35,7 +35,7 @@ def load_prompt_sets(names: Sequence[str]) -> list[dict[str, Any]]:
     scripts = []
     for name in names:
         if name in PROMPT_SETS:
-            text = (resources.files("specplug.data") / "prompts" / PROMPT_SETS[name]).read_text(encoding="utf-8")
+            text = (resources.files("specplug.lab") / "data" / "prompts" / PROMPT_SETS[name]).read_text(encoding="utf-8")
             label = f"prompt set {name}"
         else:
             path = Path(name)
@@ -120,8 +120,5 @@ def neural_acceptance(
     for position in range(len(output)):
         response = draft_server.completion_response(list(record.prompt_ids) + output[:position], k, cache_prompt=True)
         draft = [int(token) for token in response.get("tokens", [])]
-        count = 0
-        while count < min(len(draft), len(output) - position) and draft[count] == output[position + count]:
-            count += 1
-        accepted.append(count)
+        accepted.append(accepted_prefix(draft, output[position : position + len(draft)]))
     return NeuralTrace(k=k, accepted=accepted, drafter=drafter)

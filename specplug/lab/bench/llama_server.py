@@ -35,7 +35,8 @@ MODELS = {
 LlamaServerError = LlamaCppError
 
 #: flags every benchmark server runs with: no warm-up request at start (it only costs time
-#: here), and no weight repacking (AMX repacking crashes on some CPUs, ENGINES.md)
+#: here), and no weight repacking (on CPUs with AMX, repacked weights crash in
+#: ggml_backend_amx_mul_mat; docs/llamacpp.md, Install)
 BENCH_FLAGS = ("--no-warmup", "--no-repack")
 
 
@@ -47,7 +48,7 @@ def find_model(name_or_path: str) -> Path:
             raise ModelNotFoundError(f"model file {path} does not exist")
         return path
     if name_or_path in MODELS:
-        for root in (Path.cwd(), Path(__file__).resolve().parents[2]):
+        for root in (Path.cwd(), Path(__file__).resolve().parents[3]):
             candidate = root / ".models" / MODELS[name_or_path]
             if candidate.exists():
                 return candidate

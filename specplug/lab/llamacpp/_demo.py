@@ -3,13 +3,13 @@
 Two comparisons, each in one run with interleaved rounds and one thread:
 
 1. **llama-server**: plain; llama.cpp's ``--spec-default``; the best built-in setting found by
-   hand (``ngram-map-k`` n 4 m 16, ENGINES.md); specplug's tuned ``code-edit`` preset.
+   hand (``ngram-map-k`` n 4 m 16, measured while the adapter was built); specplug's tuned ``code-edit`` preset.
 2. **llama-cpp-python** (in process): plain; its own ``LlamaPromptLookupDecoding``; specplug's
    :class:`SpecplugDraftModel`.
 
 Run it with ``scripts/demo.sh`` (which installs everything first), or::
 
-    .venv/bin/python -m specplug_adapters.llamacpp._demo --model .models/gemma-3-270m-q4_k_m.gguf
+    .venv/bin/python -m specplug.lab.llamacpp._demo --model .models/gemma-3-270m-q4_k_m.gguf
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from pathlib import Path
 
 from specplug._presets import load_preset
 from specplug.cost import OnlineCostModel
-from specplug_adapters.llamacpp._measure import Measurement, Setting, measure_settings
-from specplug_adapters.llamacpp._prompts import load_prompts, shipped_prompts
+from specplug.lab.llamacpp._measure import Measurement, Setting, measure_settings
+from specplug.lab.llamacpp._prompts import load_prompts, shipped_prompts
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HAND_BEST = Setting(
     "llama.cpp ngram-map-k n4 m16 (best by hand)",
     ("--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "4", "--spec-ngram-map-k-size-m", "16"),
@@ -78,8 +78,8 @@ def run_server(model: Path, prompts_file: Path, args: argparse.Namespace) -> dic
 def run_inprocess(model: Path, prompts_file: Path, args: argparse.Namespace) -> dict[str, Measurement]:
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-    from specplug_adapters.llamacpp._drafter import SpecplugDraftModel
-    from specplug_adapters.llamacpp._inprocess import CountingDraftModel, measure_draft_models
+    from specplug_adapters.llamacpp import SpecplugDraftModel
+    from specplug.lab.llamacpp._inprocess import CountingDraftModel, measure_draft_models
 
     options = json.loads(args.options)
     # each generation gets a fresh drafter (nothing learnt about one prompt's text helps the

@@ -20,7 +20,8 @@ import numpy as np
 from llama_cpp import Llama
 from llama_cpp.llama_speculative import LlamaDraftModel
 
-from specplug_adapters.llamacpp._measure import Measurement, Setting, first_divergence
+from specplug import accepted_prefix
+from specplug.lab.llamacpp._measure import Measurement, Setting, first_divergence
 
 __all__ = ["CountingDraftModel", "DraftFactory", "measure_draft_models"]
 
@@ -45,10 +46,7 @@ class CountingDraftModel(LlamaDraftModel):
         ids = np.array(input_ids, dtype=np.intc, copy=True)
         known = len(self._history)
         if len(ids) >= known and np.array_equal(ids[:known], self._history):
-            new = ids[known:]
-            limit = min(len(new), len(self._draft))
-            mismatch = np.flatnonzero(new[:limit] != self._draft[:limit])
-            self.stats["accepted"] += int(mismatch[0]) if len(mismatch) else limit
+            self.stats["accepted"] += accepted_prefix(self._draft, ids[known:])
         draft = np.asarray(self.inner(ids, **kwargs), dtype=np.intc)
         self.stats["drafted"] += len(draft)
         self._history, self._draft = ids, draft

@@ -19,8 +19,9 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
-from specplug_adapters.llamacpp._prompts import Prompt
-from specplug_adapters.llamacpp._server import Completion, LlamaServer
+from specplug import accepted_prefix
+from specplug.lab.llamacpp._prompts import Prompt
+from specplug_adapters.llamacpp import Completion, LlamaServer
 
 __all__ = ["Agreement", "Measurement", "Setting", "agreement", "first_divergence", "measure_settings"]
 
@@ -74,11 +75,13 @@ class Measurement:
 
 
 def first_divergence(expected: Sequence[int], got: Sequence[int]) -> int | None:
-    """Index of the first differing token, None when equal (a shorter run differs at its end)."""
-    for index, (a, b) in enumerate(zip(expected, got)):
-        if a != b:
-            return index
-    return None if len(expected) == len(got) else min(len(expected), len(got))
+    """Index of the first differing token, None when equal (a shorter run differs at its end).
+
+    >>> first_divergence([1, 2, 3], [1, 9, 3]), first_divergence([1, 2], [1, 2, 3]), first_divergence([1], [1])
+    (1, 2, None)
+    """
+    index = accepted_prefix(expected, got)
+    return None if index == len(expected) == len(got) else index
 
 
 @dataclass(frozen=True)

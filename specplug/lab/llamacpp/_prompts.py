@@ -2,8 +2,8 @@
 
 Each line is a JSON object with ``"prompt"`` (raw text, sent as is) or ``"messages"``
 (a chat, rendered with the model's own template by the server), and optionally ``"id"``.
-The shipped files (``code_edit.jsonl``, ``chat.jsonl``, ``agentic.jsonl`` beside this
-module) are listed by :func:`shipped_prompts`.
+The shipped files (``code_edit.jsonl``, ``code_edit_tune.jsonl``, ``chat.jsonl``,
+``agentic.jsonl`` in ``specplug/lab/data/prompts/raw/``) are found by :func:`shipped_prompts`.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ class Prompt:
 
 
 def shipped_prompts(name: str) -> Path:
-    """Path of a shipped prompt file: ``code_edit``, ``chat`` or ``agentic``."""
-    folder = resources.files("specplug_adapters.llamacpp") / "prompts"
+    """Path of a shipped prompt file: ``code_edit``, ``code_edit_tune``, ``chat`` or ``agentic``."""
+    folder = resources.files("specplug.lab") / "data" / "prompts" / "raw"
     valid = sorted(entry.name.removesuffix(".jsonl") for entry in folder.iterdir() if entry.name.endswith(".jsonl"))
     if name not in valid:
         raise InvalidOptionError(f"no shipped prompt file {name!r}; valid: {', '.join(valid)}")

@@ -15,7 +15,7 @@ peer whose engine is missing raises :class:`PeerNotInstalledError` naming the se
 >>> create_peer("nope")
 Traceback (most recent call last):
 ...
-specplug.peers._common.UnknownPeerError: unknown peer 'nope'; valid peers: arctic-suffix, sglang-ngram, vllm-ngram
+specplug.lab.peers._common.UnknownPeerError: unknown peer 'nope'; valid peers: arctic-suffix, sglang-ngram, vllm-ngram
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import importlib
 from dataclasses import dataclass
 
 from specplug._contract import Proposer
-from specplug.peers._common import PeerNotInstalledError, PeerOptions, UnknownPeerError, validate_options
+from specplug.lab.peers._common import PeerNotInstalledError, PeerOptions, UnknownPeerError, validate_options
 
 __all__ = ["PeerNotInstalledError", "PeerSpec", "UnknownPeerError", "create_peer", "peer_names", "peer_specs"]
 
@@ -40,7 +40,7 @@ class PeerSpec:
     options: str
 
     def load(self) -> tuple[type[Proposer], type[PeerOptions]]:
-        module = importlib.import_module(f"specplug.peers.{self.module}")
+        module = importlib.import_module(f"specplug.lab.peers.{self.module}")
         return getattr(module, self.cls), getattr(module, self.options)
 
 

@@ -36,7 +36,7 @@ class PeerNotInstalledError(SpecplugError, ImportError):
 
 
 class UnknownPeerError(SpecplugError, KeyError):
-    """A peer name that specplug.peers does not know."""
+    """A peer name that specplug.lab.peers does not know."""
 
     def __str__(self) -> str:  # KeyError would otherwise quote the whole message
         return str(self.args[0])

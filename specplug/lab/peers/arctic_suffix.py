@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from specplug._contract import Draft, Proposer, RequestId
-from specplug.peers._common import PeerNotInstalledError, PeerOptions, TokenTail
+from specplug.lab.peers._common import PeerNotInstalledError, PeerOptions, TokenTail
 
 __all__ = ["ArcticSuffixOptions", "ArcticSuffixPeer"]
 

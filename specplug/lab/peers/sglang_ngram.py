@@ -28,7 +28,7 @@ from pydantic import Field
 
 from specplug._contract import Draft, Proposer, RequestId
 from specplug._errors import SpecplugError
-from specplug.peers._common import SETUP_HINT, PeerNotInstalledError, PeerOptions, leaf_paths
+from specplug.lab.peers._common import SETUP_HINT, PeerNotInstalledError, PeerOptions, leaf_paths
 
 __all__ = ["PeerWorkerError", "SglangNgramOptions", "SglangNgramPeer", "default_peers_python"]
 
@@ -46,7 +46,7 @@ def default_peers_python() -> Path:
     configured = os.environ.get(PYTHON_ENV)
     if configured:
         return Path(configured)
-    return Path(__file__).resolve().parents[2] / ".venv-peers" / "bin" / "python"
+    return Path(__file__).resolve().parents[3] / ".venv-peers" / "bin" / "python"
 
 
 class SglangNgramOptions(PeerOptions):

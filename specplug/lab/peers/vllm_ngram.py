@@ -24,7 +24,7 @@ from pydantic import Field
 
 from specplug._contract import Draft, Proposer, RequestId
 from specplug._errors import InvalidOptionError
-from specplug.peers._common import PeerNotInstalledError, PeerOptions
+from specplug.lab.peers._common import PeerNotInstalledError, PeerOptions
 from specplug.proposers._buffer import TokenBuffer
 
 __all__ = ["VllmNgramOptions", "VllmNgramPeer"]
