@@ -28,6 +28,9 @@ def calibrate_command(
 
     if out.suffix != ".toml":
         raise InvalidOptionError(f"--out {out} must end in .toml")
+    # every cheap check before a model is looked for or a server started
+    context_sizes = comma_ints("--contexts", contexts, example="128,512,1024")
+    batched_sizes = comma_ints("--batched", batched, example="1,2,4,8,16,32")
     console = Console(stderr=True)
     with console.status("calibrating") as status:
         model_path = find_model(model)
@@ -36,8 +39,8 @@ def calibrate_command(
             name=name or out.stem,
             neural_model=str(find_model(neural_model)) if neural_model else None,
             threads=threads,
-            contexts=comma_ints("--contexts", contexts, example="128,512,1024"),
-            batched=comma_ints("--batched", batched, example="1,2,4,8,16,32"),
+            contexts=context_sizes,
+            batched=batched_sizes,
             repeats=repeats,
             progress=status.update,
         )
