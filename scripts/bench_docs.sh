@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 OUT=docs/bench
 mkdir -p "$OUT"
 .venv/bin/specplug bench --k 8 \
-    -m ngram -m suffix -m neural -m hybrid -m adaptive \
+    -m ngram -m suffix -m neural -m hybrid -m adaptive:candidates=suffix+neural \
     -m peer:vllm-ngram:num_speculative_tokens=8 -m peer:arctic-suffix -m peer:sglang-ngram \
     --json "$OUT/results.json" --plots "$OUT" --markdown "$OUT/results.md" | tee "$OUT/table.txt"
 # vLLM's n-gram at every n window and k = 5, 8, 16, beside suffix at the same k (the same draft budget)
@@ -27,5 +27,5 @@ done
 # a cost model of this machine: bash scripts/bench_docs.sh after
 #   .venv/bin/specplug calibrate --out docs/bench/cpu-smollm2-135m-1t.toml --neural-model .models/SmolLM2-135M-draft-Q2_K.gguf
 [ -f "$OUT/cpu-smollm2-135m-1t.toml" ] || exit 0
-.venv/bin/specplug bench --k 8 --cost "$OUT/cpu-smollm2-135m-1t.toml" -m suffix -m neural -m hybrid -m adaptive \
+.venv/bin/specplug bench --k 8 --cost "$OUT/cpu-smollm2-135m-1t.toml" -m suffix -m neural -m hybrid -m adaptive:candidates=suffix+neural \
     --batch-sizes 1,2,4,8 --json "$OUT/results-cpu.json" --markdown "$OUT/results-cpu.md" | tee "$OUT/table-cpu.txt"

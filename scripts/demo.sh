@@ -20,4 +20,4 @@ case "${MODEL:-gemma3}" in
     smollm2) model=.models/SmolLM2-135M-Instruct.Q4_1.gguf ;;
     *) model=$MODEL ;;
 esac
-exec .venv/bin/python -m specplug_adapters.llamacpp._demo --model "$model" "$@"
+exec .venv/bin/python -m specplug.lab.llamacpp._demo --model "$model" "$@"

@@ -30,7 +30,7 @@ from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
 import specplug
 from lookup_bound import Seen  # scripts/lookup_bound.py: every seen span, the longest known prefix
-from specplug_adapters.llamacpp._prompts import load_prompts, shipped_prompts
+from specplug.lab.llamacpp._prompts import load_prompts, shipped_prompts
 
 SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 33)
 

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import argparse
 
-from specplug.bench import default_traces
-from specplug.bench._run import workloads_of
-from specplug.trace import read_traces
+from specplug.lab.bench import default_traces, workloads_of
+from specplug.lab.trace import read_traces
 
 
 class Seen:

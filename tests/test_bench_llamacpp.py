@@ -10,12 +10,12 @@ import json
 
 import pytest
 
-from specplug.bench._llamacpp import measure_llamacpp
-from specplug.bench._tracegen import generate_records, load_prompt_sets, neural_acceptance
-from specplug.bench.llama_server import BENCH_FLAGS, LlamaServer, LlamaServerError, find_model
 from specplug.cli import main
 from specplug.cost import load_cost_model
-from specplug.trace import read_traces
+from specplug.lab.bench._llamacpp import measure_llamacpp
+from specplug.lab.bench._tracegen import generate_records, load_prompt_sets, neural_acceptance
+from specplug.lab.bench.llama_server import BENCH_FLAGS, LlamaServer, LlamaServerError, find_model
+from specplug.lab.trace import read_traces
 from specplug_adapters.llamacpp import LlamaServer as AdapterServer
 from specplug_adapters.llamacpp import find_server
 

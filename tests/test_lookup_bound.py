@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import specplug
-from specplug.bench import default_traces, parse_method, run_benchmark
 from specplug.cost import cost_model
-from specplug.trace import TraceRecord, read_traces
+from specplug.lab.bench import default_traces, parse_method, run_benchmark
+from specplug.lab.trace import TraceRecord, read_traces
 
 _spec = importlib.util.spec_from_file_location("lookup_bound", Path(__file__).parent.parent / "scripts" / "lookup_bound.py")
 lookup_bound = importlib.util.module_from_spec(_spec)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import specplug
-from specplug.peers import PeerNotInstalledError, UnknownPeerError, create_peer, peer_names
-from specplug.peers._common import TokenTail, leaf_paths
+from specplug.lab.peers import PeerNotInstalledError, UnknownPeerError, create_peer, peer_names
+from specplug.lab.peers._common import TokenTail, leaf_paths
 
 # ------------------------------------------------------------------------- brute-force references
 
@@ -271,7 +271,7 @@ def test_missing_vllm_names_its_setup_script(monkeypatch):
 
 def test_importing_specplug_imports_no_engine():
     code = (
-        "import sys, specplug, specplug.peers, specplug.perf, specplug.cli._perf\n"
+        "import sys, specplug, specplug.lab.peers, specplug.lab.perf, specplug.cli._perf\n"
         "specplug.methods()\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('vllm', 'torch', 'sglang', 'arctic_inference'))\n"
         "assert not heavy, heavy\n"

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from specplug.cli import build_app
 from specplug.cli._perf import COLUMNS
-from specplug.perf import build_workload, corpus_tokens
+from specplug.lab.perf import build_workload, corpus_tokens
 
 SMALL = ["perf", "--contexts", "256,1k", "--steps", "40", "--repeats", "2", "--workloads", "code-edit,text"]
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-import specplug.trace
-from specplug.trace import NeuralTrace, TraceError, TraceRecord, read_traces, write_traces
+import specplug.lab.trace
+from specplug.lab.trace import NeuralTrace, TraceError, TraceRecord, read_traces, write_traces
 
 
 def _record(**changes):
@@ -100,12 +100,12 @@ def test_not_an_object_duplicate_ids_empty_and_missing_file(tmp_path):
 
 
 def test_doctests():
-    result = doctest.testmod(specplug.trace)
+    result = doctest.testmod(specplug.lab.trace)
     assert result.attempted > 0 and result.failed == 0
 
 
 def test_shipped_prompt_sets_are_well_formed():
-    from specplug.bench._tracegen import PROMPT_SETS, load_prompt_sets
+    from specplug.lab.bench._tracegen import PROMPT_SETS, load_prompt_sets
 
     scripts = load_prompt_sets(list(PROMPT_SETS))
     assert {script["workload"] for script in scripts} == set(PROMPT_SETS)

@@ -1,6 +1,14 @@
-"""Building the Typer app: built-in commands, then the ``specplug_add_commands`` hook."""
+"""Building the Typer app: the CLI's own commands, then the ``specplug_add_commands`` hook.
+
+The built-in commands are registered here, by the CLI itself, not as plugins of the core:
+the core knows nothing of the CLI. Each command imports what it measures (the lab, an
+adapter) only when it runs, so building the app stays cheap.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -9,6 +17,12 @@ from rich.table import Table
 from specplug._catalog import default_catalog
 from specplug._errors import SpecplugError
 from specplug._version import __version__
+from specplug.cli._bench import bench_command
+from specplug.cli._calibrate import calibrate_command
+from specplug.cli._perf import perf_command
+from specplug.cli._preset import preset_command
+from specplug.cli._trace import trace_command
+from specplug.cli._tune import tune_command
 
 
 def _version(value: bool) -> None:
@@ -35,6 +49,19 @@ def methods_command(
     Console(width=max(Console().width, 140)).print(table)
 
 
+def builtin_commands() -> dict[str, Callable[..., Any]]:
+    """The CLI's own commands by name, in the order ``--help`` lists them."""
+    return {
+        "methods": methods_command,
+        "bench": bench_command,
+        "perf": perf_command,
+        "trace": trace_command,
+        "calibrate": calibrate_command,
+        "preset": preset_command,
+        "tune": tune_command,
+    }
+
+
 def build_app() -> typer.Typer:
     """The root app with the built-in commands and every plugin's commands."""
     app = typer.Typer(
@@ -53,8 +80,10 @@ def build_app() -> typer.Typer:
     ) -> None:
         """Speculative-decoding proposers for vLLM, SGLang, TensorRT-LLM and llama.cpp."""
 
-    app.command("methods")(methods_command)
-    builtin = {command.name for command in app.registered_commands}
+    for name, command in builtin_commands().items():
+        app.command(name)(command)
+    builtin = set(builtin_commands())
+    # third-party commands come after the built-ins, so a clash is reported, never a silent override
     default_catalog().manager.hook.specplug_add_commands(app=app)
     names = [command.name or command.callback.__name__ for command in app.registered_commands]
     names += [group.name for group in app.registered_groups]

@@ -9,25 +9,18 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from specplug._errors import InvalidOptionError
-from specplug._hookimpl import hookimpl
-
-
-def _batch_sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise InvalidOptionError(f"--batch-sizes {text!r} is not a comma-separated list of ints") from None
-    if not sizes or min(sizes) < 1:
-        raise InvalidOptionError(f"--batch-sizes {text!r}: give ints >= 1, such as 1,8,32,128")
-    return sizes
+from specplug.cli._lists import comma_ints, comma_names
 
 
 def bench_command(
     traces: list[Path] = typer.Argument(None, help="trace files (.jsonl); default: the traces shipped with specplug"),
     method: list[str] = typer.Option(
-        None, "--method", "-m", help="method spec, repeatable: NAME[:key=value,...], neural, peer:NAME (default: ngram, suffix, neural, hybrid, adaptive)"
+        None, "--method", "-m",
+        help="method spec, repeatable: NAME[:key=value,...], neural, peer:NAME; composites take parts by name, "
+        "e.g. hybrid:lookup=ngram, adaptive:candidates=suffix+neural (default: ngram, suffix, neural, hybrid, "
+        "adaptive:candidates=suffix+neural)",
     ),
-    peers: bool = typer.Option(True, "--peers/--no-peers", help="also replay every peer that specplug.peers can create"),
+    peers: bool = typer.Option(True, "--peers/--no-peers", help="also replay every peer that specplug.lab.peers can create"),
     cost: str = typer.Option("llama-3.1-8b-h100", "--cost", help="cost model: preset name or .toml file"),
     k: int = typer.Option(8, "--k", min=1, max=64, help="most draft tokens per step"),
     batch_sizes: str = typer.Option("1,2,4,8,16,32,64,128", "--batch-sizes", help="batch sizes for the modeled speedup"),
@@ -47,10 +40,10 @@ def bench_command(
     markdown: Path = typer.Option(None, "--markdown", help="write the tables as Markdown here"),
 ) -> None:
     """Replay traces against methods and peers: acceptance, proposer time and modeled speedup per workload."""
-    from specplug.bench import DEFAULT_METHODS, default_traces, parse_method, print_table, run_benchmark, write_json, write_plots
-    from specplug.bench._peers import peer_names
+    from specplug.lab.bench import DEFAULT_METHODS, default_traces, parse_method, print_table, run_benchmark, write_json, write_plots
+    from specplug.lab.bench._peers import peer_names
     from specplug.cost import cost_model
-    from specplug.trace import read_traces
+    from specplug.lab.trace import read_traces
 
     files = list(traces or default_traces())
     if not files:
@@ -67,13 +60,13 @@ def bench_command(
         specs += [f"peer:{name}" for name in peer_names()]
     methods = [parse_method(spec) for spec in specs]
     model = cost_model(cost)
-    sizes = _batch_sizes(batch_sizes)
+    sizes = comma_ints("--batch-sizes", batch_sizes, example="1,8,32,128")
     console = Console(width=max(Console().width, 160))
     if llamacpp_model:
-        from specplug.bench._llamacpp import measure_llamacpp
-        from specplug.bench.llama_server import find_model
+        from specplug.lab.bench._llamacpp import LLAMACPP_TYPES, measure_llamacpp
+        from specplug.lab.bench.llama_server import find_model
 
-        types = [name.strip() for name in llamacpp_types.split(",") if name.strip()]
+        types = comma_names("--llamacpp-types", llamacpp_types, valid=LLAMACPP_TYPES)
         with console.status("measuring llama.cpp through llama-server") as status:
             runs = measure_llamacpp(str(find_model(llamacpp_model)), records, types, draft_max=k, progress=status.update)
         records = [record.model_copy(update={"engine_runs": runs[record.id]}) for record in records]
@@ -98,7 +91,7 @@ def bench_command(
         write_json(result, json_path)
         console.print(f"wrote {json_path}")
     if markdown:
-        from specplug.bench import markdown_tables
+        from specplug.lab.bench import markdown_tables
 
         markdown.parent.mkdir(parents=True, exist_ok=True)
         markdown.write_text(markdown_tables(result))
@@ -109,8 +102,3 @@ def bench_command(
     if failed:
         # the benchmark ran to the end; the exit status still tells a script that a row failed
         raise typer.Exit(1)
-
-
-@hookimpl
-def specplug_add_commands(app: typer.Typer) -> None:
-    app.command("bench")(bench_command)

@@ -8,17 +8,7 @@ import typer
 from rich.console import Console
 
 from specplug._errors import InvalidOptionError
-from specplug._hookimpl import hookimpl
-
-
-def _ints(option: str, text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise InvalidOptionError(f"{option} {text!r} is not a comma-separated list of ints") from None
-    if not values or min(values) < 1:
-        raise InvalidOptionError(f"{option} {text!r}: give ints >= 1")
-    return values
+from specplug.cli._lists import comma_ints
 
 
 def calibrate_command(
@@ -32,12 +22,15 @@ def calibrate_command(
     repeats: int = typer.Option(3, "--repeats", min=1, max=50, help="runs per point (the median is used)"),
 ) -> None:
     """Fit a linear cost model (verify, draft, step overhead) from llama-server runs here."""
-    from specplug.bench._calibrate import calibrate
-    from specplug.bench.llama_server import find_model
+    from specplug.lab.bench._calibrate import calibrate
+    from specplug.lab.bench.llama_server import find_model
     from specplug.cost import dump_cost_model
 
     if out.suffix != ".toml":
         raise InvalidOptionError(f"--out {out} must end in .toml")
+    # every cheap check before a model is looked for or a server started
+    context_sizes = comma_ints("--contexts", contexts, example="128,512,1024")
+    batched_sizes = comma_ints("--batched", batched, example="1,2,4,8,16,32")
     console = Console(stderr=True)
     with console.status("calibrating") as status:
         model_path = find_model(model)
@@ -46,8 +39,8 @@ def calibrate_command(
             name=name or out.stem,
             neural_model=str(find_model(neural_model)) if neural_model else None,
             threads=threads,
-            contexts=_ints("--contexts", contexts),
-            batched=_ints("--batched", batched),
+            contexts=context_sizes,
+            batched=batched_sizes,
             repeats=repeats,
             progress=status.update,
         )
@@ -55,8 +48,3 @@ def calibrate_command(
     out.write_text(dump_cost_model(fitted))
     typer.echo(dump_cost_model(fitted))
     console.print(f"wrote {out} (median relative error of the verify fit {100 * diagnostics['median_relative_error']:.1f}%)")
-
-
-@hookimpl
-def specplug_add_commands(app: typer.Typer) -> None:
-    app.command("calibrate")(calibrate_command)

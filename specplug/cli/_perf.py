@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specplug._errors import InvalidOptionError
-from specplug._hookimpl import hookimpl
+from specplug.cli._lists import comma_ints, comma_names
 
 #: the table's columns, in order (the smoke test checks them)
 COLUMNS = (
@@ -29,23 +29,6 @@ COLUMNS = (
     "cache / cap",
     "start ms",
 )
-
-
-def _names(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def _sizes(text: str) -> list[int]:
-    sizes = []
-    for part in _names(text):
-        scale = 1024 if part.lower().endswith("k") else 1
-        try:
-            sizes.append(int(part[:-1] if scale > 1 else part) * scale)
-        except ValueError:
-            raise InvalidOptionError(f"--contexts {text!r}: {part!r} is not a size such as 8k or 65536") from None
-    if not sizes:
-        raise InvalidOptionError(f"--contexts {text!r}: give at least one context size, such as 8k,64k")
-    return sizes
 
 
 def _mib(value: int | None) -> str:
@@ -91,7 +74,7 @@ def perf_command(
     workloads: str = typer.Option("code-edit,text", "--workloads", help="workloads, comma-separated: code-edit, text"),
     methods: str = typer.Option("ngram,suffix", "--methods", help="specplug methods, comma-separated"),
     peers: str = typer.Option(
-        "vllm-ngram", "--peers", help="peers timed in the same run, comma-separated ('' for none; see specplug.peers)"
+        "vllm-ngram", "--peers", help="peers timed in the same run, comma-separated ('' for none; see specplug.lab.peers)"
     ),
     cap_check: bool = typer.Option(True, "--cap-check/--no-cap-check", help="also push outputs through a 1 MiB suffix cache"),
     cpu: int = typer.Option(None, "--cpu", min=0, help="pin this process to one CPU (less noise)"),
@@ -99,12 +82,10 @@ def perf_command(
     json_out: Path = typer.Option(None, "--json-out", help="also write the JSON here"),
 ) -> None:
     """Time propose + extend per request step at long contexts, with memory, beside vLLM's NgramProposer."""
-    from specplug.perf import WORKLOADS, run_perf
+    from specplug.lab.perf import WORKLOADS, run_perf
 
-    chosen = _names(workloads)
-    unknown = [name for name in chosen if name not in WORKLOADS]
-    if unknown or not chosen:
-        raise InvalidOptionError(f"--workloads {workloads!r}: unknown {unknown}; valid: {', '.join(WORKLOADS)}")
+    chosen = comma_names("--workloads", workloads, valid=WORKLOADS)
+    sizes = comma_ints("--contexts", contexts, example="8k,64k", sizes=True)
     if cpu is not None:
         try:
             import os
@@ -115,10 +96,10 @@ def perf_command(
     console = Console(stderr=True)
     with console.status("measuring") as status:
         report = run_perf(
-            _sizes(contexts),
+            sizes,
             workloads=chosen,
-            methods=_names(methods),
-            peers=_names(peers),
+            methods=comma_names("--methods", methods),
+            peers=comma_names("--peers", peers, allow_empty=True),
             steps=steps,
             repeats=repeats,
             max_tokens=max_tokens,
@@ -143,8 +124,3 @@ def perf_command(
             f"{_mib(check.cap_bytes)} cap: peak {_mib(check.peak_bytes)} ({check.peak_bytes} B), {verdict}; "
             f"{check.cached_requests} requests kept at the end"
         )
-
-
-@hookimpl
-def specplug_add_commands(app: typer.Typer) -> None:
-    app.command("perf")(perf_command)

@@ -6,7 +6,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specplug._hookimpl import hookimpl
 from specplug._presets import list_presets, load_preset
 
 
@@ -26,8 +25,3 @@ def preset_command(
         Console(width=max(Console().width, 140)).print(table)
         return
     typer.echo(load_preset(engine, name).render(fmt))
-
-
-@hookimpl
-def specplug_add_commands(app: typer.Typer) -> None:
-    app.command("preset")(preset_command)

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from specplug._errors import InvalidOptionError
-from specplug._hookimpl import hookimpl
+from specplug.cli._lists import comma_names
 
 
 def trace_command(
@@ -31,13 +31,14 @@ def trace_command(
     Records the greedy outputs, optionally a draft model's acceptance at every position
     (--neural-model) and llama.cpp's own n-gram drafters' counters (--llamacpp-types).
     """
-    from specplug.bench._llamacpp import measure_llamacpp
-    from specplug.bench._tracegen import PROMPT_SETS, generate_records, load_prompt_sets, neural_acceptance
-    from specplug.bench.llama_server import LlamaServer, find_model
-    from specplug.trace import write_traces
+    from specplug.lab.bench._llamacpp import LLAMACPP_TYPES, measure_llamacpp
+    from specplug.lab.bench._tracegen import PROMPT_SETS, generate_records, load_prompt_sets, neural_acceptance
+    from specplug.lab.bench.llama_server import LlamaServer, find_model
+    from specplug.lab.trace import write_traces
 
     if out.suffix != ".jsonl":
         raise InvalidOptionError(f"--out {out} must end in .jsonl")
+    types = comma_names("--llamacpp-types", llamacpp_types, valid=LLAMACPP_TYPES, allow_empty=True)
     names = list(prompt_sets or PROMPT_SETS)
     scripts = load_prompt_sets(names)
     if limit:
@@ -61,15 +62,9 @@ def trace_command(
                     neural = neural_acceptance(draft, record, neural_k, drafter=draft_path.name)
                     records[index] = record.model_copy(update={"neural": neural})
             write_traces(out, records)
-        types = [name.strip() for name in llamacpp_types.split(",") if name.strip()]
         if types:
             runs = measure_llamacpp(str(path), records, types, threads=threads, progress=status.update)
             records = [record.model_copy(update={"engine_runs": runs[record.id]}) for record in records]
     write_traces(out, records)
     tokens = sum(len(record.output_ids) for record in records)
     console.print(f"wrote {out}: {len(records)} requests, {tokens} output tokens")
-
-
-@hookimpl
-def specplug_add_commands(app: typer.Typer) -> None:
-    app.command("trace")(trace_command)

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specplug._errors import InvalidOptionError
-from specplug._hookimpl import hookimpl
+from specplug.cli._lists import comma_names
 
 #: engines that ``tune`` can drive
 TUNABLE_ENGINES = ("llama-server",)
@@ -35,10 +35,10 @@ def tune_command(
     """Run llama-server over sample prompts with candidate settings; write the fastest as a preset."""
     if engine not in TUNABLE_ENGINES:
         raise InvalidOptionError(f"cannot tune engine {engine!r}; valid engines: {', '.join(TUNABLE_ENGINES)}")
-    # imported here: the adapter is only needed by this command
-    from specplug_adapters.llamacpp._tune import select_candidates, tune
+    # imported here: the lab (and the adapter under it) is only needed by this command
+    from specplug.lab.llamacpp import select_candidates, tune
 
-    grid = select_candidates(candidates)
+    grid = select_candidates(comma_names("--candidates", candidates) if candidates is not None else None)
 
     console = Console(stderr=True)
     with console.status("tuning") as status:
@@ -61,8 +61,3 @@ def tune_command(
         )  # fmt: skip
     Console().print(table)
     typer.echo(f"wrote {path}")
-
-
-@hookimpl
-def specplug_add_commands(app: typer.Typer) -> None:
-    app.command("tune")(tune_command)

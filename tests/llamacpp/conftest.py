@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from specplug_adapters.llamacpp import Prompt, find_server, load_prompts, shipped_prompts
+from specplug.lab.llamacpp import Prompt, load_prompts, shipped_prompts
+from specplug_adapters.llamacpp import find_server
 from specplug_adapters.llamacpp._server import check_model
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,8 @@ from llama_cpp import Llama  # a missing llama-cpp-python fails this module, it 
 
 import specplug
 from specplug import Draft, Proposer
-from specplug_adapters.llamacpp import LlamaModelProposer, SpecplugDraftModel, agreement
+from specplug.lab.llamacpp import agreement
+from specplug_adapters.llamacpp import LlamaModelProposer, SpecplugDraftModel
 
 N_PREDICT = 64
 N_CTX = 1024

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from specplug._presets import load_preset
+from specplug.lab.llamacpp import agreement
 from specplug_adapters.llamacpp import (
     BinaryNotFoundError,
     FlagRejectedError,
     LlamaServer,
     ModelNotFoundError,
     ServerError,
-    agreement,
 )
 
 N_PREDICT = 96

@@ -8,7 +8,8 @@ import pytest
 
 from specplug._presets import Preset
 from specplug.cli import main
-from specplug_adapters.llamacpp import Setting, check_flags, help_options, server_help, tune
+from specplug.lab.llamacpp import Setting, tune
+from specplug_adapters.llamacpp import check_flags, help_options, server_help
 
 GRID = (
     Setting("ngram-map-k n4 m16", ("--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "4", "--spec-ngram-map-k-size-m", "16")),

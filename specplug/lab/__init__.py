@@ -1,0 +1,12 @@
+"""The lab: measuring proposers, never needed to run one.
+
+- :mod:`specplug.lab.trace`: the trace format (recorded requests of a real engine);
+- :mod:`specplug.lab.bench`: replays traces against methods and peers, models goodput,
+  and makes traces and cost models with llama-server;
+- :mod:`specplug.lab.perf`: per-step time and memory at long contexts;
+- :mod:`specplug.lab.peers`: other engines' drafting code behind the specplug contract;
+- :mod:`specplug.lab.llamacpp`: measuring llama.cpp settings and tuning presets.
+
+The lab may import the core, the engine layer and the adapters; none of them imports the
+lab. Nothing is imported here, so ``import specplug.lab.trace`` pulls in no benchmark code.
+"""

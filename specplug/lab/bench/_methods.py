@@ -1,0 +1,221 @@
+"""Benchmark method specs: ``name`` or ``name:key=value,key=value``, built fresh per workload.
+
+- ``neural``: the trace's neural drafter (measured acceptance, else simulated);
+- a registered method (``ngram``, ``suffix:max_depth=24``, ``hybrid``, an out-of-tree one). How
+  it is built comes from the capabilities it declared, never from its name:
+
+  - the option that takes the engine's own drafter (hybrid's ``neural``) gets the trace's
+    neural drafter;
+  - options that take parts (hybrid's ``lookup``, adaptive's ``candidates``) take method
+    names, ``neural`` or ``peer:NAME``, ``+``-separated for several
+    (``adaptive:candidates=suffix+neural``); left out, the method's own default parts;
+  - the option that takes a cost model gets the benchmark's (``hybrid:cost=null`` compares
+    accepted tokens only);
+  - a proposer that takes the batch size is told the benchmark's (``set_batch_size``).
+
+  Every drafter inside is metered, so each step is charged for the drafters that ran;
+- ``peer:NAME[:key=value,...]``: a peer's real code through ``specplug.lab.peers``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from specplug import InvalidOptionError, MethodSpec, Proposer, UnknownMethodError, create, method_specs
+from specplug._catalog import validate_options
+from specplug.cost import CostModel
+from specplug.lab.bench._metered import Metered
+from specplug.lab.bench._neural import TraceNeuralProposer
+from specplug.lab.trace import TraceRecord
+
+__all__ = ["NEURAL", "BenchMethod", "Built", "build", "parse_method"]
+
+#: the benchmark's name for the trace's neural drafter (a method, and a part of composites)
+NEURAL = "neural"
+_PEER = "peer:"
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class BenchMethod:
+    label: str
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+    peer: bool = False
+
+
+@dataclass
+class Built:
+    """A method built for one workload: the proposer, its metered drafters, and how to replay it."""
+
+    proposer: Proposer
+    leaves: list[Metered]
+    simulated_neural: bool = False
+    #: its drafts depend on the batch size, so each batch size is replayed on its own
+    takes_batch_size: bool = False
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_method(text: str) -> BenchMethod:
+    """Parse a method spec; unknown names and option mistakes fail now, with what is valid.
+
+    >>> parse_method("ngram:min_n=3,max_n=5").options
+    {'min_n': 3, 'max_n': 5}
+    >>> parse_method("hybrid:lookup=ngram").options
+    {'lookup': 'ngram'}
+    """
+    label = text.strip()
+    peer = label.startswith(_PEER)
+    body = label[len(_PEER) :] if peer else label
+    name, _, rest = body.partition(":")
+    options: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in rest.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidOptionError(f"method spec {text!r}: {item!r} is not key=value")
+        options[key.strip()] = _value(value.strip())
+    if peer:
+        _check_peer(name)
+    elif name == NEURAL:
+        if options:
+            raise InvalidOptionError(f"method spec {text!r}: {NEURAL} (the trace's neural drafter) takes no options")
+    else:
+        spec = _spec(name)
+        if spec.capabilities.composite:
+            _check_composite(text, spec, options)
+        else:
+            create(name, **options)  # option mistakes are reported now, not as a failed row later
+    return BenchMethod(label, name, options, peer)
+
+
+def _spec(name: str) -> MethodSpec:
+    specs = method_specs()
+    if name not in specs:
+        raise UnknownMethodError(name, [NEURAL, *specs, f"{_PEER}<name>"])
+    return specs[name]
+
+
+def _check_peer(name: str) -> None:
+    from specplug.lab.bench._peers import peer_names
+
+    if name not in peer_names():
+        raise UnknownMethodError(f"{_PEER}{name}", [f"{_PEER}{peer}" for peer in peer_names()])
+
+
+def _part_names(spec: MethodSpec, option: str, given: object) -> str | list[str]:
+    """The parts of ``option`` by name: one name, or a list where the option takes several."""
+    default = spec.default_options().get(option, _MISSING)
+    value = default if given is _MISSING else given
+    if value is _MISSING:
+        raise InvalidOptionError(
+            f"method {spec.name!r}: option {option!r} takes parts and has no default; "
+            f"name them, e.g. {spec.name}:{option}=suffix"
+        )
+    if isinstance(value, str):
+        several = isinstance(default, (list, tuple))
+        if "+" in value and isinstance(default, str):
+            raise InvalidOptionError(f"method {spec.name!r}: option {option!r} takes one part, not {value!r}")
+        if "+" in value or several:
+            return [name for name in value.split("+") if name]
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+        return list(value)
+    raise InvalidOptionError(
+        f"method {spec.name!r}: option {option!r} = {value!r}: the benchmark takes parts by name "
+        f"(a method, {NEURAL} or {_PEER}NAME), '+'-separated for several"
+    )
+
+
+def _each(names: str | list[str]) -> list[str]:
+    return names if isinstance(names, list) else [names]
+
+
+def _check_composite(text: str, spec: MethodSpec, options: dict[str, Any]) -> None:
+    """Validate a composite's options now, with stand-ins for the drafters built per workload."""
+    capabilities = spec.capabilities
+    values = dict(options)
+    drafter = capabilities.engine_drafter_option
+    if drafter is not None:
+        if drafter in options:
+            raise InvalidOptionError(
+                f"method spec {text!r}: option {drafter!r} takes the engine's own drafter, which the "
+                f"benchmark gives from the trace ({NEURAL}); leave it out"
+            )
+        values[drafter] = TraceNeuralProposer([])
+    for option in capabilities.part_options:
+        names = _part_names(spec, option, options.get(option, _MISSING))
+        for name in _each(names):
+            if name.startswith(_PEER):
+                _check_peer(name[len(_PEER) :])
+            elif name != NEURAL:
+                _spec(name)
+        # one stand-in object per part: a composite may reject the same object twice
+        values[option] = [TraceNeuralProposer([]) for _ in names] if isinstance(names, list) else TraceNeuralProposer([])
+    validate_options(f"method spec {text!r}", spec.options, values)
+
+
+def build(method: BenchMethod, records: list[TraceRecord], cost: CostModel, batch: int, neural_alpha: float) -> Built:
+    """A fresh proposer for ``method`` over ``records``, with its drafters metered."""
+
+    def neural() -> Metered:
+        return Metered(TraceNeuralProposer(records, alpha=neural_alpha), "neural")
+
+    def leaf(name: str) -> Metered:
+        if name == NEURAL:
+            return neural()
+        if name.startswith(_PEER):
+            return Metered(_peer(name[len(_PEER) :], {}), "lookup")
+        return Metered(create(name))
+
+    options = dict(method.options)
+    if method.peer:
+        part = Metered(_peer(method.name, options), "lookup")
+        return Built(part, [part])
+    if method.name == NEURAL:
+        part = neural()
+        return Built(part, [part], _simulated([part]))
+    spec = _spec(method.name)
+    capabilities = spec.capabilities
+    if not capabilities.composite:
+        proposer = create(method.name, **options)
+        _tell_batch_size(proposer, batch)
+        part = Metered(proposer)
+        return Built(part, [part], takes_batch_size=proposer.takes_batch_size)
+    leaves: list[Metered] = []
+    for option in capabilities.part_options:
+        names = _part_names(spec, option, options.get(option, _MISSING))
+        parts = [leaf(name) for name in _each(names)]
+        leaves += parts
+        options[option] = parts if isinstance(names, list) else parts[0]
+    if capabilities.engine_drafter_option is not None:
+        head = neural()
+        leaves.append(head)
+        options[capabilities.engine_drafter_option] = head
+    if capabilities.cost_option is not None:
+        options.setdefault(capabilities.cost_option, cost)
+    proposer = create(method.name, **options)
+    _tell_batch_size(proposer, batch)
+    return Built(proposer, leaves, _simulated(leaves), proposer.takes_batch_size)
+
+
+def _tell_batch_size(proposer: Proposer, batch: int) -> None:
+    if proposer.takes_batch_size:
+        proposer.set_batch_size(batch)
+
+
+def _simulated(leaves: list[Metered]) -> bool:
+    return any(getattr(leaf.inner, "simulated", False) for leaf in leaves)
+
+
+def _peer(name: str, options: dict[str, Any]) -> Proposer:
+    from specplug.lab.bench._peers import create_peer
+
+    return create_peer(name, options)

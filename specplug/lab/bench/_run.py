@@ -1,0 +1,175 @@
+"""The benchmark: every method on every workload, figures per workload, oracle shares."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from specplug.cost import CostModel
+from specplug.lab.bench._llamacpp import engine_rows
+from specplug.lab.bench._methods import BenchMethod, build
+from specplug.lab.bench._replay import StepLog, acceptance_table, modeled_times, oracle_replay, replay
+from specplug.lab.bench._result import BenchResult, Row
+from specplug.lab.trace import TraceRecord
+
+__all__ = ["BATCH_SIZES", "run_benchmark", "workloads_of"]
+
+BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
+MIXED = "mixed"
+
+Progress = Callable[[str], None]
+
+
+def workloads_of(records: Sequence[TraceRecord], mixed: bool = True) -> dict[str, list[TraceRecord]]:
+    """Records grouped by workload, in order, plus ``mixed`` (all of them) when there are several."""
+    groups: dict[str, list[TraceRecord]] = {}
+    for record in records:
+        groups.setdefault(record.workload, []).append(record)
+    if mixed and len(groups) > 1:
+        groups[MIXED] = list(records)
+    return groups
+
+
+def _figures(row: Row, logs: Sequence[StepLog], with_micros: bool = True) -> None:
+    steps = sum(log.steps for log in logs)
+    drafted = sum(int(log.drafted.sum()) for log in logs)
+    accepted = sum(int(log.accepted.sum()) for log in logs)
+    row.steps = steps
+    row.tokens = accepted + steps
+    row.requests = len(logs)
+    row.tokens_per_step = row.tokens / steps if steps else 0.0
+    row.accepted_per_step = accepted / steps if steps else 0.0
+    row.acceptance_rate = accepted / drafted if drafted else None
+    row.drafted_share = sum(int((log.drafted > 0).sum()) for log in logs) / steps if steps else None
+    if with_micros:
+        micros = np.concatenate([log.micros for log in logs]) if logs else np.zeros(0)
+        row.micros_per_step = float(micros.mean()) if micros.size else None
+
+
+def _speedup(logs: Sequence[StepLog], cost: CostModel, batch: int) -> float:
+    plain, spec = modeled_times(logs, cost, batch)
+    return plain / spec if spec else 0.0
+
+
+def run_benchmark(
+    records: Sequence[TraceRecord],
+    methods: Sequence[BenchMethod],
+    cost: CostModel,
+    *,
+    k: int = 8,
+    batch_sizes: Sequence[int] = BATCH_SIZES,
+    oracle: bool = True,
+    engine_runs: bool = True,
+    neural_alpha: float = 0.6,
+    progress: Progress | None = None,
+) -> BenchResult:
+    """Replay every method over every workload; a method that raises fails only its row.
+
+    ``engine_runs``: also report the engine methods recorded in the traces (llama.cpp's
+    n-gram drafters measured through llama-server on the same prompts).
+    """
+    groups = workloads_of(records)
+    rows: list[Row] = []
+    tick = progress or (lambda label: None)
+    for workload, group in groups.items():
+        done = [_run_one(workload, group, method, cost, k, batch_sizes, neural_alpha, tick) for method in methods]
+        rows += done
+        if engine_runs:
+            rows += engine_rows(workload, group, cost, batch_sizes)
+        if oracle:
+            # the oracle chooses among the drafters that ran cleanly on this workload
+            clean = [method for method, row in zip(methods, done) if row.status == "ok"]
+            rows.append(_run_oracle(workload, group, clean, cost, k, batch_sizes, neural_alpha, tick))
+            best = rows[-1]
+            if best.status == "ok":
+                for row in rows:
+                    if row.workload == workload and row.status == "ok":
+                        row.oracle_share = {
+                            b: row.speedup[b] / best.speedup[b] for b in batch_sizes if best.speedup.get(b)
+                        }
+    names = [method.label for method in methods]
+    names += sorted({row.method for row in rows if row.source == "llama-server"})
+    return BenchResult(
+        cost_model=getattr(cost, "name", type(cost).__name__),
+        k=k,
+        batch_sizes=list(batch_sizes),
+        workloads=list(groups),
+        methods=names + (["oracle"] if oracle else []),
+        rows=rows,
+    )
+
+
+def _failed(row: Row, error: BaseException) -> Row:
+    row.status = "failed"
+    frame = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+    where = f" (at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})" if frame else ""
+    row.error = f"{type(error).__name__}: {error}{where}"
+    row.speedup, row.oracle_share = {}, {}
+    return row
+
+
+def _run_one(
+    workload: str,
+    group: list[TraceRecord],
+    method: BenchMethod,
+    cost: CostModel,
+    k: int,
+    batch_sizes: Sequence[int],
+    neural_alpha: float,
+    tick: Progress,
+) -> Row:
+    row = Row(workload, method.label)
+    try:
+        # a throwaway instance replays the first two requests first (the second one reaches
+        # cross-request caches), so one-time costs (numba compilation, worker start-up)
+        # stay out of the microseconds per step
+        warm = build(method, group[:2], cost, batch_sizes[0], neural_alpha)
+        replay(warm.proposer, warm.leaves, group[:2], k)
+        built = build(method, group, cost, batch_sizes[0], neural_alpha)
+        if built.simulated_neural:
+            row.notes = f"neural simulated (alpha {neural_alpha})"
+        logs = replay(built.proposer, built.leaves, group, k)
+        _figures(row, logs)
+        tick(f"{workload}: {method.label}")
+        for batch in batch_sizes:
+            # a method whose drafts depend on the batch size is replayed again at each one
+            if built.takes_batch_size and batch != batch_sizes[0]:
+                again = build(method, group, cost, batch, neural_alpha)
+                logs = replay(again.proposer, again.leaves, group, k)
+            row.speedup[batch] = _speedup(logs, cost, batch)
+        return row
+    except Exception as error:  # noqa: BLE001 - a failing proposer fails its row, not the benchmark
+        tick(f"{workload}: {method.label} FAILED")
+        return _failed(row, error)
+
+
+def _run_oracle(
+    workload: str,
+    group: list[TraceRecord],
+    methods: Sequence[BenchMethod],
+    cost: CostModel,
+    k: int,
+    batch_sizes: Sequence[int],
+    neural_alpha: float,
+    tick: Progress,
+) -> Row:
+    row = Row(workload, "oracle", source="oracle", notes="best drafter per position")
+    try:
+        # every drafter that any method uses (the parts of hybrid and adaptive included), once
+        leaves = {}
+        for method in methods:
+            for leaf in build(method, group, cost, batch_sizes[0], neural_alpha).leaves:
+                leaves.setdefault(leaf.name if not method.peer else method.label, leaf)
+        leaves = list(leaves.values())
+        tables = [acceptance_table(leaves, record, k) for record in group]
+        for batch in batch_sizes:
+            logs = oracle_replay(tables, group, cost, batch)
+            if batch == batch_sizes[0]:
+                _figures(row, logs, with_micros=False)
+            row.speedup[batch] = _speedup(logs, cost, batch)
+        tick(f"{workload}: oracle")
+        return row
+    except Exception as error:  # noqa: BLE001
+        return _failed(row, error)

@@ -1,0 +1,152 @@
+"""The README's demo: a real code-editing workload on a real small model, plain vs llama.cpp vs specplug.
+
+Two comparisons, each in one run with interleaved rounds and one thread:
+
+1. **llama-server**: plain; llama.cpp's ``--spec-default``; the best built-in setting found by
+   hand (``ngram-map-k`` n 4 m 16, measured while the adapter was built); specplug's tuned ``code-edit`` preset.
+2. **llama-cpp-python** (in process): plain; its own ``LlamaPromptLookupDecoding``; specplug's
+   :class:`SpecplugDraftModel`.
+
+Run it with ``scripts/demo.sh`` (which installs everything first), or::
+
+    .venv/bin/python -m specplug.lab.llamacpp._demo --model .models/gemma-3-270m-q4_k_m.gguf
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from specplug._presets import load_preset
+from specplug.cost import OnlineCostModel
+from specplug.lab.llamacpp._measure import Measurement, Setting, measure_settings
+from specplug.lab.llamacpp._prompts import load_prompts, shipped_prompts
+
+ROOT = Path(__file__).resolve().parents[3]
+HAND_BEST = Setting(
+    "llama.cpp ngram-map-k n4 m16 (best by hand)",
+    ("--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "4", "--spec-ngram-map-k-size-m", "16"),
+)
+
+
+def relative(a: Measurement, b: Measurement) -> tuple[float, float, float]:
+    """Median and range over rounds of a's tokens per CPU-second over b's (same rounds)."""
+    ratios = [x / y for x, y in zip(a.cpu_tokens_per_second, b.cpu_tokens_per_second) if y]
+    return statistics.median(ratios), min(ratios), max(ratios)
+
+
+def _table(title: str, rows: list[Measurement]) -> str:
+    head = f"  {'setting':56s} {'tok/CPU-s':>9s} {'speedup (range)':>20s} {'wall tok/s':>10s} {'accept':>7s} {'identical':>9s}"
+    lines = [title, head]
+    for m in rows:
+        low, high = m.spread
+        accept = "-" if m.acceptance is None else f"{100 * m.acceptance:.0f}%"
+        lines.append(
+            f"  {m.setting.name:56s} {m.median_cpu_tps:9.1f} {m.speedup:8.2f}x ({low:.2f}-{high:.2f}) "
+            f"{m.median_tps:10.1f} {accept:>7s} {m.identical:>4d}/{m.compared:<4d}"
+        )
+    return "\n".join(lines)
+
+
+def _line(label: str, a: Measurement, b: Measurement) -> str:
+    median, low, high = relative(a, b)
+    return f"  {label}: {median:.2f}x (tokens per CPU-second; range {low:.2f}-{high:.2f} over {len(a.ratios)} rounds)"
+
+
+def run_server(model: Path, prompts_file: Path, args: argparse.Namespace) -> dict[str, Measurement]:
+    prompts = load_prompts(prompts_file)
+    tuned = load_preset("llama-server", args.preset)
+    settings = [
+        Setting("plain"),
+        Setting("llama.cpp --spec-default", ("--spec-default",)),
+        HAND_BEST,
+        Setting(f"specplug preset {tuned.name} (tuned)", tuple(tuned.flags())),
+    ]
+    rows = measure_settings(
+        model, settings, prompts, n_predict=args.n_predict, rounds=args.rounds, threads=1, progress=_progress
+    )
+    named = dict(zip(("plain", "default", "hand", "tuned"), rows))
+    print(_table(f"\nllama-server, {model.name}, {len(prompts)} code-edit prompts x {args.n_predict} tokens, 1 thread", rows))
+    print(_line("specplug tuned preset vs --spec-default", named["tuned"], named["default"]))
+    print(_line("specplug tuned preset vs best hand setting", named["tuned"], named["hand"]), flush=True)
+    return named
+
+
+def run_inprocess(model: Path, prompts_file: Path, args: argparse.Namespace) -> dict[str, Measurement]:
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    from specplug_adapters.llamacpp import SpecplugDraftModel
+    from specplug.lab.llamacpp._inprocess import CountingDraftModel, measure_draft_models
+
+    options = json.loads(args.options)
+    # each generation gets a fresh drafter (nothing learnt about one prompt's text helps the
+    # next round), but they share what a step costs on this machine, as one long-lived drafter
+    # would; timed in CPU seconds like the figures themselves
+    step_costs = OnlineCostModel()
+    factories = {
+        "plain": lambda: None,
+        "llama-cpp-python LlamaPromptLookupDecoding": lambda: CountingDraftModel(LlamaPromptLookupDecoding()),
+        f"specplug SpecplugDraftModel({args.method!r}, max_tokens={args.max_tokens})": lambda: SpecplugDraftModel(
+            args.method, max_tokens=args.max_tokens, clock="cpu", step_costs=step_costs, **options
+        ),
+    }
+    texts = [prompt.text or "" for prompt in load_prompts(prompts_file)]
+    rows = measure_draft_models(
+        model, factories, texts, n_predict=args.n_predict, rounds=args.rounds, progress=_progress
+    )
+    named = dict(zip(("plain", "pld", "specplug"), rows))
+    print(_table(f"\nllama-cpp-python, {model.name}, {len(texts)} code-edit prompts x {args.n_predict} tokens, 1 thread", rows))
+    print(_line("specplug drafter vs LlamaPromptLookupDecoding", named["specplug"], named["pld"]), flush=True)
+    return named
+
+
+def _progress(message: str) -> None:
+    print(f"  ... {message}", file=sys.stderr, flush=True)
+
+
+def _summary(named: dict[str, Measurement]) -> dict[str, object]:
+    return {
+        key: {
+            "setting": m.setting.name, "tokens_per_second": m.tokens_per_second,
+            "cpu_tokens_per_second": m.cpu_tokens_per_second, "speedup": m.speedup,
+            "spread": m.spread, "acceptance": m.acceptance, "identical": f"{m.identical}/{m.compared}",
+        }  # fmt: skip
+        for key, m in named.items()
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default=str(ROOT / ".models" / "gemma-3-270m-q4_k_m.gguf"))
+    parser.add_argument("--prompts", default=None, help="JSONL prompts (default: the shipped held-out code edits)")
+    parser.add_argument("--preset", default="code-edit", help="specplug llama-server preset to compare")
+    parser.add_argument("--method", default="suffix", help="specplug method for the in-process drafter")
+    parser.add_argument("--options", default="{}", help="JSON options of that method")
+    parser.add_argument("--max-tokens", type=int, default=16, help="longest in-process draft")
+    parser.add_argument("--n-predict", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", choices=("server", "inprocess"), default=None)
+    parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    args = parser.parse_args(argv)
+    model = Path(args.model)
+    prompts_file = Path(args.prompts) if args.prompts else shipped_prompts("code_edit")
+    results: dict[str, object] = {"model": model.name, "prompts": prompts_file.name, "rounds": args.rounds}
+    if args.only in (None, "server"):
+        results["llama-server"] = _summary(run_server(model, prompts_file, args))
+    if args.only in (None, "inprocess"):
+        results["llama-cpp-python"] = _summary(run_inprocess(model, prompts_file, args))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    from specplug import SpecplugError
+
+    try:
+        main()
+    except SpecplugError as error:
+        print(f"demo: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None

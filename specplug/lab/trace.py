@@ -1,0 +1,221 @@
+"""Traces: recorded requests of a real engine, replayed by ``specplug bench``.
+
+A trace file is JSON Lines, one request a line (UTF-8, ``\\n`` line ends)::
+
+    {"v": 1, "id": "code-edit/rename-00", "workload": "code-edit",
+     "prompt_ids": [1, 2, ...], "output_ids": [5, 6, ...],
+     "neural": {"k": 6, "accepted": [3, 0, 6, ...], "drafter": "..."},
+     "engine_runs": {"llama.cpp/ngram-mod": {"draft_n": 40, "draft_n_accepted": 31, "predicted_n": 128}},
+     "meta": {"model": "...", "engine": "llama-server", ...}}
+
+- ``v``: format version, 1.
+- ``id``: unique in the file; ``workload``: the group the benchmark reports it under.
+- ``prompt_ids``: the prompt as the engine tokenized it (non-empty); ``output_ids``: the
+  greedy (temperature 0) output ids that followed it (non-empty).
+- ``neural`` (optional): a neural drafter measured on the same tokens. ``accepted[i]`` is
+  how many of its ``k`` greedy draft tokens, drafted after ``prompt + output[:i]``, equal
+  ``output[i:]``; one entry per output position, each in ``0..k``.
+- ``engine_runs`` (optional): per engine method, counters an engine reported when it decoded
+  the same prompt with that method (llama-server's ``timings``), plus ``identical`` /
+  ``first_divergence`` comparing its output with ``output_ids``.
+- ``meta``: free-form strings, numbers and objects (model, engine version, prompt text).
+
+Readers reject anything else with an error that names the file, the line and the field.
+
+>>> import io, json
+>>> line = json.dumps({"v": 1, "id": "a", "workload": "w", "prompt_ids": [1], "output_ids": [2, 3]})
+>>> [record.output_ids for record in parse_traces(io.StringIO(line), "inline")]
+[(2, 3)]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from specplug._contract import MAX_TOKEN_ID
+from specplug._errors import SpecplugError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "NeuralTrace",
+    "TraceError",
+    "TraceRecord",
+    "TraceWriter",
+    "dump_record",
+    "parse_traces",
+    "read_traces",
+    "write_traces",
+]
+
+FORMAT_VERSION = 1
+
+
+class TraceError(SpecplugError, ValueError):
+    """A trace that cannot be read: the message names the file, the line and the field."""
+
+    def __init__(self, path: str, line: int, field: str, problem: str) -> None:
+        self.path, self.line, self.field = path, line, field
+        super().__init__(f"{path}:{line}: field {field}: {problem}")
+
+
+def _token_ids(value: object) -> tuple[int, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"must be a list of token ids, got {type(value).__name__}")
+    for index, token in enumerate(value):
+        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token <= MAX_TOKEN_ID:
+            raise ValueError(f"item {index} = {token!r:.40} is not a token id (an int in 0..{MAX_TOKEN_ID})")
+    return tuple(value)
+
+
+class NeuralTrace(BaseModel):
+    """A neural drafter's accepted length at every output position (see the module doc)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    k: int = Field(ge=1, le=64, strict=True)
+    accepted: tuple[int, ...]
+    drafter: str = ""
+
+    @field_validator("accepted", mode="before")
+    @classmethod
+    def _accepted(cls, value: object) -> tuple[int, ...]:
+        return _token_ids(value)
+
+    @model_validator(mode="after")
+    def _range(self) -> NeuralTrace:
+        for index, count in enumerate(self.accepted):
+            if count > self.k:
+                raise ValueError(f"accepted[{index}] = {count} is larger than k = {self.k}")
+        return self
+
+
+class TraceRecord(BaseModel):
+    """One recorded request."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    v: int = Field(strict=True)
+    id: str = Field(min_length=1, strict=True)
+    workload: str = Field(min_length=1, strict=True)
+    prompt_ids: tuple[int, ...]
+    output_ids: tuple[int, ...]
+    neural: NeuralTrace | None = None
+    engine_runs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("v")
+    @classmethod
+    def _version(cls, value: int) -> int:
+        if value != FORMAT_VERSION:
+            raise ValueError(f"format version {value} is not supported; this specplug reads version {FORMAT_VERSION}")
+        return value
+
+    @field_validator("prompt_ids", "output_ids", mode="before")
+    @classmethod
+    def _ids(cls, value: object) -> tuple[int, ...]:
+        ids = _token_ids(value)
+        if not ids:
+            raise ValueError("must not be empty")
+        return ids
+
+    @model_validator(mode="after")
+    def _neural_length(self) -> TraceRecord:
+        if self.neural is not None and len(self.neural.accepted) != len(self.output_ids):
+            raise ValueError(
+                f"neural.accepted has {len(self.neural.accepted)} entries but output_ids has "
+                f"{len(self.output_ids)}; one entry per output position is needed"
+            )
+        return self
+
+
+def _field_of(error: dict[str, Any]) -> str:
+    loc = [str(part) for part in error["loc"]]
+    return ".".join(loc) if loc else "(record)"
+
+
+def parse_traces(stream: IO[str], name: str) -> Iterator[TraceRecord]:
+    """Records from an open text stream; ``name`` is used in error messages."""
+    seen: dict[str, int] = {}
+    for number, line in enumerate(stream, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as error:
+            hint = " (the file looks truncated)" if not line.endswith("\n") else ""
+            raise TraceError(name, number, "(line)", f"not valid JSON{hint}: {error.msg} at column {error.colno}") from None
+        if not isinstance(data, dict):
+            raise TraceError(name, number, "(line)", f"must be a JSON object, got {type(data).__name__}")
+        try:
+            record = TraceRecord.model_validate(data)
+        except ValidationError as error:
+            first = error.errors()[0]
+            problem = first["msg"].removeprefix("Value error, ")
+            if first["type"] == "extra_forbidden":
+                problem = f"is not a trace field; fields: {', '.join(TraceRecord.model_fields)}"
+            elif first["type"] == "missing":
+                problem = "is missing"
+            raise TraceError(name, number, _field_of(first), problem) from None
+        if record.id in seen:
+            raise TraceError(name, number, "id", f"{record.id!r} already used on line {seen[record.id]}")
+        seen[record.id] = number
+        yield record
+
+
+def read_traces(path: str | Path) -> list[TraceRecord]:
+    """All records of a trace file; an empty file is an error too."""
+    path = Path(path)
+    try:
+        with path.open(encoding="utf-8") as stream:
+            records = list(parse_traces(stream, str(path)))
+    except OSError as error:
+        raise TraceError(str(path), 0, "(file)", f"cannot be read: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise TraceError(str(path), 0, "(file)", f"is not UTF-8 text: {error.reason}") from None
+    if not records:
+        raise TraceError(str(path), 1, "(file)", "holds no records")
+    return records
+
+
+def dump_record(record: TraceRecord) -> str:
+    """One record as its JSON line (without the line end)."""
+    data = record.model_dump(mode="json", exclude_none=True)
+    for key in ("engine_runs", "meta"):
+        if not data.get(key):
+            data.pop(key, None)
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+class TraceWriter:
+    """Appends records to a trace file, one flushed line each, so an interrupted run keeps
+    every finished request."""
+
+    def __init__(self, path: str | Path, *, append: bool = False) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._stream = self.path.open("a" if append else "w", encoding="utf-8")
+
+    def write(self, record: TraceRecord) -> None:
+        self._stream.write(dump_record(record) + "\n")
+        self._stream.flush()
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def write_traces(path: str | Path, records: Iterable[TraceRecord]) -> None:
+    """Write ``records`` to ``path`` (replacing it)."""
+    with TraceWriter(path) as writer:
+        for record in records:
+            writer.write(record)
