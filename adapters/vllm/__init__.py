@@ -9,8 +9,10 @@ With specplug installed next to vLLM, its general plugin (:func:`register`, entr
 
 Lookup methods run as :class:`SpecplugDrafter`, a vLLM ``custom_class`` drafter that also
 works with no plugin (``--spec-model specplug_adapters.vllm.SpecplugDrafter``).
-``specplug.hybrid`` overlays lookup drafts on the model's own MTP/EAGLE/draft-model drafts
-(:class:`HybridOverlay`). Importing this package imports no vLLM.
+``specplug.hybrid``, and any method that composes the engine's own drafter, overlays lookup
+drafts on the model's own MTP/EAGLE/draft-model drafts (:class:`HybridOverlay`). The request
+lifecycle, fault isolation and counters are the engine layer's (:mod:`specplug.engine`);
+this package holds vLLM's glue only. Importing it imports no vLLM.
 """
 
 from __future__ import annotations

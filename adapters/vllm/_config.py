@@ -2,8 +2,10 @@
 
 vLLM's ``SpeculativeConfig`` accepts a fixed list of methods and forbids unknown keys, so a
 specplug method travels as vLLM's own ``custom_class`` method (drafter =
-:class:`~specplug_adapters.vllm.SpecplugDrafter`), or, for ``hybrid``, as the model's own
-neural method (MTP/EAGLE/draft model) with specplug's overlay on top. Which specplug method
+:class:`~specplug_adapters.vllm.SpecplugDrafter`), or, for a method that composes the
+engine's own drafter (``hybrid``, or any plugin's method that declares
+``engine_drafter_option``), as the model's own neural method (MTP/EAGLE/draft model) with
+specplug's overlay on top. Which specplug method
 runs, and its options, travel in ``additional_config["specplug"]``: the one channel vLLM
 hands unchanged to every process (see :data:`SECTION`).
 
@@ -16,8 +18,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import specplug
-from specplug import Draft, Proposer, RequestId
-from specplug._errors import InvalidOptionError, UnknownMethodError
+from specplug import InvalidOptionError, Proposer, UnknownMethodError
+from specplug.engine import StandInDrafter, capabilities_of, create_for_engine, methods_composing_engine_drafter
 
 __all__ = [
     "ADAPTER_KEYS",
@@ -41,10 +43,8 @@ SECTION = "specplug"
 DRAFTER_PATH = "specplug_adapters.vllm.SpecplugDrafter"
 #: keys of the specplug section that configure the adapter rather than the method
 ADAPTER_KEYS = frozenset({"method", "neural", "stats_file", "stats_interval"})
-#: vLLM methods whose drafts ``specplug.hybrid`` can overlay (the model's own drafter)
+#: vLLM methods whose drafts a composing method (``specplug.hybrid``) can overlay: the model's own drafter
 NEURAL_METHODS = ("mtp", "eagle", "eagle3", "draft_model")
-#: options a method gets when the user gives none, so ``--spec-method specplug.X`` alone works
-DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {"adaptive": {"candidates": ["suffix", "ngram"]}}
 
 
 def specplug_method(value: object) -> str | None:
@@ -105,23 +105,20 @@ def read_settings(additional_config: Mapping[str, Any] | None, default_method: s
         )
     neural = section.get("neural")
     options = {key: value for key, value in section.items() if key not in ADAPTER_KEYS}
-    for key, value in DEFAULT_OPTIONS.get(method, {}).items():
-        options.setdefault(key, value)
     return DrafterSettings(method, options, neural=neural, stats_file=stats_file, stats_interval=float(interval))
 
 
-def create_method(settings: DrafterSettings, neural: Proposer | None = None) -> Proposer:
-    """Create the configured specplug proposer; ``neural`` is the engine's drafter for ``hybrid``."""
-    options = dict(settings.options)
-    if settings.method == "hybrid":
-        if neural is None:
-            raise InvalidOptionError(
-                "specplug.hybrid overlays lookup drafts on the model's own MTP/EAGLE/draft-model drafts, "
-                "so it cannot run as a custom_class drafter; use --speculative-config "
-                "'{\"method\": \"specplug.hybrid\", ...}' with the specplug vLLM plugin enabled"
-            )
-        options["neural"] = neural
-    return specplug.create(settings.method, **options)
+def create_method(settings: DrafterSettings, engine_drafter: Proposer | None = None) -> Proposer:
+    """Create the configured specplug proposer; ``engine_drafter`` is vLLM's own drafter where the method composes it."""
+    hint = (
+        f"{PREFIX}{settings.method} overlays lookup drafts on the model's own MTP/EAGLE/draft-model drafts, "
+        "so it cannot run as a custom_class drafter; use --speculative-config "
+        f"'{{\"method\": \"{PREFIX}{settings.method}\", ...}}' with the specplug vLLM plugin enabled"
+    )
+    return create_for_engine(
+        settings.method, settings.options, engine_drafter=engine_drafter, engine="a vLLM custom_class drafter",
+        hint=hint,
+    )
 
 
 def translate(
@@ -163,24 +160,28 @@ def translate(
     section.update(nested)
     section.update({key: spec.pop(key) for key in list(spec) if key not in fields})
     section = {"method": name, **section}
-    if name == "hybrid":
-        spec = _as_neural(spec, section)
+    composes = capabilities_of(name).composes_engine_drafter
+    if composes:
+        spec = _as_neural(spec, section, name)
     else:
         if spec.get("model") not in (None, DRAFTER_PATH):
+            composing = ", ".join(PREFIX + method for method in methods_composing_engine_drafter())
             raise InvalidOptionError(
                 f"specplug method {PREFIX + name!r} drafts from the text itself and takes no model; "
-                f"got model = {spec['model']!r}. Remove it, or use specplug.hybrid with a draft model"
+                f"got model = {spec['model']!r}. Remove it, or use a method that runs on a draft model "
+                f"({composing or 'none is registered'})"
             )
         spec["method"] = "custom_class"
         spec["model"] = DRAFTER_PATH
     settings = read_settings({SECTION: section})
-    create_method(settings, _NoDrafts() if name == "hybrid" else None)  # options checked here, once
+    # options checked here, once; a stand-in takes the place of the model's drafter, which does not exist yet
+    create_method(settings, StandInDrafter() if composes else None)
     extra[SECTION] = section
     return spec, extra
 
 
-def _as_neural(spec: dict[str, Any], section: dict[str, Any]) -> dict[str, Any]:
-    """A hybrid config for vLLM: its own neural method, which the overlay then edits.
+def _as_neural(spec: dict[str, Any], section: dict[str, Any], name: str) -> dict[str, Any]:
+    """A composing method's config for vLLM: its own neural method, which the overlay then edits.
 
     MTP and EAGLE draft after vLLM's bookkeeping on CPU lists with
     ``disable_padded_drafter_batch`` (set here unless the user chose otherwise), the cheapest
@@ -192,7 +193,7 @@ def _as_neural(spec: dict[str, Any], section: dict[str, Any]) -> dict[str, Any]:
         neural = "mtp" if spec.get("model") is None else None
     elif neural not in NEURAL_METHODS:
         raise InvalidOptionError(
-            f"specplug.hybrid option neural = {neural!r} is not valid; use one of {', '.join(NEURAL_METHODS)}"
+            f"{PREFIX}{name} setting neural = {neural!r} is not valid; use one of {', '.join(NEURAL_METHODS)}"
         )
     if neural is None:
         del spec["method"]
@@ -212,22 +213,3 @@ def _section(additional_config: Mapping[str, Any] | None) -> Mapping[str, Any]:
             "such as {\"method\": \"suffix\", \"max_depth\": 24}"
         )
     return section
-
-
-class _NoDrafts(Proposer):
-    """Stands in for the engine's neural drafter while options are checked; never drafts."""
-
-    name = "neural"
-    draft_kind = "neural"
-
-    def _start(self, request_id: RequestId, prompt: Any) -> None:
-        pass
-
-    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
-        return self.empty_draft()
-
-    def _extend(self, request_id: RequestId, tokens: Any) -> None:
-        pass
-
-    def _stop(self, request_id: RequestId) -> None:
-        pass

@@ -11,7 +11,11 @@ slot_mappings=...)`` after each step's bookkeeping. That call carries neither re
 nor the step's draft length, so the drafter takes both from the runner where it can:
 request ids from ``runner.input_batch.req_ids`` (the rows' order), liveness from
 ``runner.requests``, and the step's K from the config's batch-size schedule, the same
-lookup vLLM's scheduler uses. Without a runner it keys requests by row (see ``_batch``).
+lookup vLLM's scheduler uses. Without a runner the engine layer keys requests by row,
+recognising each row's request by its history.
+
+Everything past reading vLLM's arrays (request lifecycle, batch size, fault isolation,
+counters, stats) is the engine layer's :class:`specplug.engine.EngineDrafting`.
 """
 
 from __future__ import annotations
@@ -24,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from specplug_adapters.vllm._batch import BatchDrafting
+from specplug.engine import EngineDrafting
 from specplug_adapters.vllm._config import create_method, read_settings
-from specplug_adapters.vllm._stats import LOGGER_NAME
+from specplug_adapters.vllm._stats import LOGGER_NAME, stats_options
 
 __all__ = ["SpecplugDrafter", "find_runner"]
 
@@ -56,7 +60,7 @@ def find_runner(max_depth: int = 8) -> Any | None:
     return None
 
 
-class SpecplugDrafter(BatchDrafting):
+class SpecplugDrafter(EngineDrafting):
     """A vLLM ``custom_class`` drafter that runs a specplug method, faults isolated.
 
     ``counters`` holds drafts by source, empty drafts and faults (see :mod:`._stats`).
@@ -68,11 +72,10 @@ class SpecplugDrafter(BatchDrafting):
         self.num_speculative_tokens = int(spec.num_speculative_tokens)
         self.max_model_len = int(vllm_config.model_config.max_model_len)
         self._schedule = _k_schedule(vllm_config)
-        proposer = create_method(settings)
-        super().__init__(settings, proposer)
+        self.settings = settings
+        super().__init__(create_method(settings), **stats_options(settings))
         found = runner if runner is not None else find_runner()
         self._runner = weakref.ref(found) if found is not None else None
-        self._set_batch_size = getattr(proposer, "set_batch_size", None)
         log.info(
             "specplug drafter: method %s, options %s, K=%d, request ids from %s",
             self.settings.method,
@@ -103,25 +106,11 @@ class SpecplugDrafter(BatchDrafting):
         self, sampled_token_ids: Sequence[Sequence[int]], num_tokens_no_spec: np.ndarray, token_ids_cpu: np.ndarray
     ) -> list[list[int]]:
         request_ids, live = self._batch_ids(len(sampled_token_ids), token_ids_cpu)
-        rows = self.tracker.update(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, request_ids, live)
-        batch = len(rows)
-        step_k = self._step_k(batch)
-        if self._set_batch_size is not None and batch:
-            try:
-                self._set_batch_size(batch)
-            except Exception as error:  # noqa: BLE001 - the same isolation as the guard's, then not again
-                self._set_batch_size = None
-                self.guard.record_fault(f"set_batch_size({batch})", error, "batch size no longer passed on")
-        drafts: list[list[int]] = []
-        for row, request_id in enumerate(rows):
-            room = self.max_model_len - int(num_tokens_no_spec[row]) - 1
-            limit = min(step_k, room)
-            if request_id is None or limit < 1:
-                drafts.append([])
-                continue
-            drafts.append([int(token) for token in self.guard.propose(request_id, limit).tokens[:limit]])
-        self.stats.step()
-        return drafts
+        rows = self.sync_batch(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, request_ids, live)
+        step_k = self._step_k(len(rows))
+        # a draft must leave room for the target's own token within max_model_len
+        limits = [min(step_k, self.max_model_len - int(num_tokens_no_spec[row]) - 1) for row in range(len(rows))]
+        return [[int(token) for token in draft.tokens] for draft in self.draft(list(zip(rows, limits)))]
 
     def _batch_ids(self, rows: int, token_ids_cpu: np.ndarray) -> tuple[list[str] | None, Any]:
         runner = self._runner() if self._runner is not None else None
@@ -138,11 +127,6 @@ class SpecplugDrafter(BatchDrafting):
         if self._schedule is not None and 0 < batch < len(self._schedule):
             return self._schedule[batch]
         return self.num_speculative_tokens
-
-    def close(self) -> None:
-        """Stop every request and write the final counters."""
-        self.tracker.stop_all()
-        self.stats.report(force_log=True)
 
 
 def _k_schedule(vllm_config: Any) -> list[int] | None:

@@ -11,8 +11,9 @@ config: method names,      ``EngineArgs.create_speculative_config``        at re
 options, errors            (rewrites the dict before vLLM validates it)
 CLI: ``--spec-method``     ``EngineArgs.add_cli_args``                     at register
 choices                    (adds ``specplug.*`` to the parsed choices)
-hybrid overlay             ``GPUModelRunner.propose_draft_token_ids``      when the runner module
-                           (CPU runner inherits it)                        is first imported
+overlay of methods that    ``GPUModelRunner.propose_draft_token_ids``      when the runner module
+compose the model's        (CPU runner inherits it)                        is first imported
+drafter (hybrid)
 =========================  ==============================================  ======================
 
 Lookup methods need nothing else: they run as vLLM's own ``custom_class`` drafter. The
@@ -31,6 +32,7 @@ import threading
 import weakref
 from typing import Any
 
+from specplug.engine import capabilities_of
 from specplug_adapters.vllm import _config
 from specplug_adapters.vllm._compat import installed_vllm_version, version_problem
 from specplug_adapters.vllm._import_hook import when_imported
@@ -116,16 +118,17 @@ def _translate_engine_args(args: Any, fields: frozenset[str]) -> None:
     spec, extra = _config.translate(spec, args.additional_config, fields)
     args.speculative_config = spec
     args.additional_config = extra
-    if extra[_config.SECTION]["method"] == "hybrid":
-        _prefer_v1_runner()
+    name = extra[_config.SECTION]["method"]
+    if capabilities_of(name).composes_engine_drafter:
+        _prefer_v1_runner(name)
 
 
-def _prefer_v1_runner() -> None:
+def _prefer_v1_runner(name: str) -> None:
     """The overlay wraps the V1 model runner; vLLM 0.33 picks V2 for MTP/EAGLE on GPUs."""
     value = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
     if value is not None and value.strip().lower() in ("1", "true"):
         raise ValueError(
-            "specplug.hybrid overlays drafts in vLLM's V1 model runner, but VLLM_USE_V2_MODEL_RUNNER="
+            f"{_config.PREFIX}{name} overlays drafts in vLLM's V1 model runner, but VLLM_USE_V2_MODEL_RUNNER="
             f"{value} asks for V2; unset it"
         )
     os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"  # read by the engine processes started next
@@ -158,7 +161,7 @@ def _widen_choices(parser: Any, option: str, names: list[str]) -> None:
     action.choices = choices + [name for name in names if name not in choices]
 
 
-# ------------------------------------------------------------------------------ hybrid
+# ------------------------------------------------------------------------------ overlay
 _overlays: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
@@ -167,8 +170,8 @@ def _install_hybrid(module: Any) -> None:
         runner_class = module.GPUModelRunner
         original = runner_class.propose_draft_token_ids
     except AttributeError:
-        log.error("specplug: %s.GPUModelRunner.propose_draft_token_ids is missing; specplug.hybrid is off",
-                  RUNNER_MODULE)
+        log.error("specplug: %s.GPUModelRunner.propose_draft_token_ids is missing; methods that compose the "
+                  "model's own drafter (specplug.hybrid) are off", RUNNER_MODULE)
         return
     if getattr(original, _MARK, False):
         return
@@ -189,7 +192,7 @@ def _install_hybrid(module: Any) -> None:
 
 
 def _overlay_for(runner: Any) -> Any:
-    """The runner's hybrid overlay, made on first use; None when it runs no specplug.hybrid."""
+    """The runner's overlay, made on first use; None when it runs no method that composes its drafter."""
     try:
         return _overlays[runner]
     except KeyError:
@@ -197,12 +200,21 @@ def _overlay_for(runner: Any) -> Any:
     overlay = None
     config = getattr(runner, "vllm_config", None)
     section = (getattr(config, "additional_config", None) or {}).get(_config.SECTION) or {}
-    if section.get("method") == "hybrid" and getattr(config, "speculative_config", None) is not None:
+    if _composes(section.get("method")) and getattr(config, "speculative_config", None) is not None:
         if config.speculative_config.method == "custom_class":
-            overlay = None  # the custom_class drafter refuses hybrid with a clear error
+            overlay = None  # the custom_class drafter refuses a composing method with a clear error
         else:
             from specplug_adapters.vllm._hybrid import HybridOverlay
 
             overlay = HybridOverlay(config)
     _overlays[runner] = overlay
     return overlay
+
+
+def _composes(method: object) -> bool:
+    """Whether the section's method composes the model's own drafter (an unknown one does not)."""
+    name = _config.specplug_method(method) or method
+    try:
+        return capabilities_of(name).composes_engine_drafter
+    except KeyError:  # UnknownMethodError: the drafter reports it; no overlay here
+        return False

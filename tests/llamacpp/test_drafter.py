@@ -148,3 +148,30 @@ def test_adaptive_learns_step_costs_from_the_engine(smollm2, prompt_ids, plain):
 def test_bad_clock_is_a_clear_error():
     with pytest.raises(specplug.InvalidOptionError, match="clock = 'sundial'.*wall, cpu"):
         SpecplugDraftModel("suffix", clock="sundial")
+
+
+def test_a_plugins_composite_gets_the_online_costs_like_adaptive(relay_distribution):
+    head = specplug.create("ngram", min_n=1, max_n=2)
+    drafter = SpecplugDraftModel("relay", max_tokens=3, head=head)
+    relay = drafter.proposer
+    assert relay.price is drafter.step_costs and relay.head is head  # its declared cost option, not a name
+    assert drafter(np.array([1, 2, 3, 1, 2], dtype=np.intc)).tolist() == [3, 1, 2]
+    assert relay.batch_sizes_seen == [1]  # one sequence at a time
+    mine = specplug.cost.OnlineCostModel()
+    assert SpecplugDraftModel("relay", head=head, price=mine).proposer.price is mine
+
+
+@pytest.mark.parametrize(("method", "option"), [("hybrid", "neural"), ("relay", "head")])
+def test_a_composing_method_needs_its_drafter_in_its_options(method, option, relay_distribution):
+    with pytest.raises(specplug.InvalidOptionError, match=f"method {method!r} .* option {option!r}.*llama-cpp-python"):
+        SpecplugDraftModel(method)
+
+
+def test_the_drafters_own_faults_cost_one_draft():
+    drafter = SpecplugDraftModel("ngram", max_tokens=4, min_n=1, max_n=2)
+    real_sync = drafter._sync
+    drafter._sync = None  # the adapter's own code breaks for one call
+    assert drafter(np.array([1, 2, 3, 1, 2], dtype=np.intc)).tolist() == []
+    assert drafter.guard.counters["faults"] == 1
+    drafter._sync = real_sync
+    assert drafter(np.array([1, 2, 3, 1, 2], dtype=np.intc)).tolist() == [3, 1, 2]

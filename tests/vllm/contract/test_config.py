@@ -107,7 +107,9 @@ def test_hybrid_options_are_checked_too():
 def test_settings_defaults_and_adapter_keys():
     settings = read_settings({"specplug": {"method": "adaptive", "stats_file": "/tmp/s.json", "stats_interval": 0}})
     assert settings.method == "adaptive"
-    assert settings.options == {"candidates": ["suffix", "ngram"]}
+    # no options given: the method's own defaults (adaptive's candidates are suffix and ngram)
+    assert settings.options == {}
+    assert [part.name for part in create_method(settings).candidates] == ["suffix", "ngram"]
     assert settings.stats_file == "/tmp/s.json" and settings.stats_interval == 0.0
     assert read_settings(None).method == "suffix"
     with pytest.raises(InvalidOptionError, match="stats_interval"):

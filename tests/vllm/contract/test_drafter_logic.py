@@ -20,11 +20,11 @@ import pytest
 
 import specplug
 from specplug import Draft, GuardedProposer, Proposer
+from specplug.engine import BatchSync, StatsReporter
 from specplug_adapters.vllm import SpecplugDrafter, read_stats
-from specplug_adapters.vllm._batch import BatchTracker
 from specplug_adapters.vllm._hybrid import EngineDrafts, HybridOverlay, _like
 from specplug_adapters.vllm._import_hook import when_imported
-from specplug_adapters.vllm._stats import LOGGER_NAME, StatsReporter
+from specplug_adapters.vllm._stats import LOGGER_NAME
 
 MAX_REQS, MAX_LEN = 4, 512
 
@@ -156,7 +156,7 @@ def test_request_state_follows_ids_when_rows_move_and_requests_end():
         def _stop(self, request_id):
             calls.append(("stop", request_id))
 
-    tracker = BatchTracker(GuardedProposer(Recording()))
+    tracker = BatchSync(GuardedProposer(Recording()))
     batch = Batch()
     batch.add("a", [1, 2, 3])
     batch.add("b", [4, 5])
@@ -192,7 +192,7 @@ def test_without_a_runner_rows_are_recognised_by_their_history():
     sampled = [[streams["b"][50]]]
     batch.append(0, sampled[0])
     drafts = drafter.propose(sampled, batch.num_tokens_no_spec, batch.token_ids_cpu)
-    assert len(drafts) == 1 and len(drafter.tracker) == 1
+    assert len(drafts) == 1 and len(drafter.batch) == 1
     assert drafter.counters["faults"] == starts["faults"] == 0
 
 
@@ -234,17 +234,17 @@ def test_the_drafters_own_faults_count_in_the_guard_and_log_once(caplog):
     batch = Batch()
     batch.add("a", [1, 2, 3, 1, 2, 3, 1, 2])
     drafter = SpecplugDrafter(vllm_config("adaptive"), runner=Runner(input_batch=batch, requests={"a"}))
-    assert drafter.guard.proposer.name == "adaptive" and drafter.tracker.proposer is drafter.guard
+    assert drafter.guard.proposer.name == "adaptive" and drafter.batch.proposer is drafter.guard
 
     def refuse(size):
         raise ValueError(f"batch {size}")
 
-    drafter._set_batch_size = refuse
+    drafter.guard.proposer.set_batch_size = refuse
     with caplog.at_level(logging.WARNING, logger=LOGGER_NAME):
         batch.append(0, [3])
         assert drafter.propose([[3]], batch.num_tokens_no_spec, batch.token_ids_cpu)[0]  # drafts all the same
-        assert drafter._set_batch_size is None and drafter.counters["faults"] == 1
-        drafter.tracker = None  # the adapter's own code breaks: no drafts, vLLM goes on
+        assert drafter.passes_batch_size is False and drafter.counters["faults"] == 1
+        drafter.batch = None  # the adapter's own code breaks: no drafts, vLLM goes on
         for token in (1, 2):
             assert drafter.propose([[token]], batch.num_tokens_no_spec, batch.token_ids_cpu) == [[]]
     assert drafter.counters["faults"] == 3
@@ -315,7 +315,7 @@ def test_overlay_faults_fall_back_to_the_engine_drafts():
     assert overlay.apply(runner, 2, [[4]], [[5, 6]]) == [[5, 6]]
     assert overlay.counters["faults"] >= 1
     faults = overlay.counters["faults"]
-    overlay.tracker = None  # the overlay's own code breaks: vLLM's drafts go out, counted as a fault
+    overlay.batch = None  # the overlay's own code breaks: vLLM's drafts go out, counted as a fault
     batch.append(0, [5])
     assert overlay.apply(runner, 2, [[5]], [[6, 7]]) == [[6, 7]]
     assert overlay.counters["faults"] == faults + 1

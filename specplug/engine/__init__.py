@@ -1,0 +1,45 @@
+"""The engine layer: what every engine adapter shares, written once.
+
+Engines show a drafter their requests as a batch of rows or as one growing history, never
+as ``start``/``extend``/``stop`` calls; they must not fail when a proposer does; and they
+differ only in where the tokens are and where the drafts go. This layer holds the rest:
+
+- :class:`BatchSync` (rows keyed by request id, or by row with a fingerprint of the history)
+  and :class:`SingleRequestSync` / :class:`HistorySync` (one history, extended or restarted)
+  turn an engine's view into the proposer's request lifecycle;
+- :class:`EngineDrafting` runs one step: the batch size passed on, the drafts, the guard
+  (a fault costs one draft), the counters and the :class:`StatsReporter`;
+- :func:`create_for_engine` creates a method from an adapter's settings by its declared
+  capabilities: the engine's own drafter (:class:`EngineDrafts` where the engine drafts
+  itself) and a measured cost model go where the method says it takes them.
+
+It imports specplug's core only: no adapter and no engine.
+"""
+
+from specplug.engine._drafting import EngineDrafting
+from specplug.engine._methods import (
+    StandInDrafter,
+    capabilities_of,
+    create_for_engine,
+    methods_composing_engine_drafter,
+)
+from specplug.engine._offered import EngineDrafts
+from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter, read_stats
+from specplug.engine._sync import BatchSync, HistoryStep, HistorySync, Lifecycle, SingleRequestSync
+
+__all__ = [
+    "DEFAULT_LOGGER",
+    "BatchSync",
+    "EngineDrafting",
+    "EngineDrafts",
+    "HistoryStep",
+    "HistorySync",
+    "Lifecycle",
+    "SingleRequestSync",
+    "StandInDrafter",
+    "StatsReporter",
+    "capabilities_of",
+    "create_for_engine",
+    "methods_composing_engine_drafter",
+    "read_stats",
+]

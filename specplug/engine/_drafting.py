@@ -1,0 +1,109 @@
+"""One drafting step over an engine's batch: the guard, the batch size, the counters, the stats."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Container, Mapping, Sequence
+
+import numpy as np
+
+from specplug import Draft, GuardedProposer, Proposer, RequestId
+from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter
+from specplug.engine._sync import BatchSync
+
+__all__ = ["EngineDrafting"]
+
+
+class EngineDrafting:
+    """A proposer run inside an engine: what every adapter shares, whatever the engine.
+
+    ``guard`` isolates the proposer's faults (a fault costs that row its draft; a fault in
+    ``start``/``extend`` leaves that request undrafted until it stops), and the adapter's own
+    code records its faults there too (``guard.record_fault``), so ``counters`` hold drafts by
+    source, empty drafts and all faults. ``batch`` keeps the requests of a batching engine in
+    step with its rows (:meth:`sync_batch`); a single-sequence engine drives ``guard`` with a
+    :class:`~specplug.engine.SingleRequestSync` instead. :meth:`draft` is one step's drafts, and
+    ``stats`` reports the counters under the adapter's ``logger`` (and to ``stats_file``).
+
+    >>> from specplug import create
+    >>> drafting = EngineDrafting(create("ngram", min_n=1, max_n=2))
+    >>> histories = np.array([[1, 2, 3, 1, 2], [7, 8, 9, 0, 0]])
+    >>> rows = drafting.sync_batch([[2], []], [5, 3], histories, ["a", "b"])
+    >>> [draft.tokens for draft in drafting.draft([(rows[0], 2), (rows[1], 2)])]
+    [(3, 1), ()]
+    >>> drafting.counters["drafts.ngram"], drafting.stats.steps
+    (1, 1)
+    """
+
+    def __init__(
+        self,
+        proposer: Proposer,
+        *,
+        method: str | None = None,
+        logger: logging.Logger | str = DEFAULT_LOGGER,
+        stats_file: str | os.PathLike[str] | None = None,
+        stats_interval: float = 30.0,
+        details: Mapping[str, object] | None = None,
+    ) -> None:
+        log = logging.getLogger(logger) if isinstance(logger, str) else logger
+        self.guard = GuardedProposer(proposer, logger=log)
+        self.counters = self.guard.counters
+        self.batch = BatchSync(self.guard)
+        self.stats = StatsReporter(
+            self.counters,
+            method=method or proposer.name,
+            path=stats_file,
+            interval=stats_interval,
+            logger=log,
+            details=details,
+        )
+        #: False once ``set_batch_size`` raised: a proposer that refuses it is not asked again
+        self.passes_batch_size = True
+
+    def sync_batch(
+        self,
+        new_tokens: Sequence[Sequence[int]],
+        lengths: Sequence[int] | np.ndarray,
+        histories: Sequence[Sequence[int]] | np.ndarray,
+        request_ids: Sequence[RequestId] | None = None,
+        live: Container[RequestId] | None = None,
+    ) -> list[RequestId | None]:
+        """Bring the requests in step with the batch; per row, the request id to draft for, or None.
+
+        See :meth:`BatchSync.update` for the arguments.
+        """
+        return self.batch.update(new_tokens, lengths, histories, request_ids, live)
+
+    def draft(self, rows: Sequence[tuple[RequestId | None, int]], *, batch_size: int | None = None) -> list[Draft]:
+        """One step's drafts: per row, ``(request id or None, most tokens for that row)``.
+
+        The batch size (``batch_size``, else the number of rows) reaches the proposer through
+        ``set_batch_size`` first, since a proposer that prices drafts prices them per batch.
+        A row with no request id or no room (a limit below 1) gets an empty draft without
+        asking the proposer; every draft is cut to its row's limit.
+        """
+        size = len(rows) if batch_size is None else batch_size
+        if self.passes_batch_size and size > 0:
+            try:
+                self.guard.proposer.set_batch_size(size)
+            except Exception as error:  # noqa: BLE001 - isolated like the guard's own calls, then not asked again
+                self.passes_batch_size = False
+                self.guard.record_fault(f"set_batch_size({size})", error, "batch size no longer passed on")
+        drafts: list[Draft] = []
+        for request_id, limit in rows:
+            if request_id is None or limit < 1:
+                drafts.append(Draft((), self.guard.name, 0.0))
+                continue
+            draft = self.guard.propose(request_id, limit)
+            if len(draft.tokens) > limit:  # a proposer that overshoots is cut, never passed on
+                draft = dataclasses.replace(draft, tokens=draft.tokens[:limit])
+            drafts.append(draft)
+        self.stats.step()
+        return drafts
+
+    def close(self) -> None:
+        """Stop every request of the batch and report the final counters."""
+        self.batch.stop_all()
+        self.stats.report(force_log=True)

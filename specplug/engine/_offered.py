@@ -1,0 +1,54 @@
+"""The engine's own drafts, as a Proposer a composite can take as its engine drafter."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from specplug import Draft, Proposer, RequestId
+
+__all__ = ["EngineDrafts"]
+
+
+class EngineDrafts(Proposer):
+    """The drafts an engine's own drafter (MTP/EAGLE head, draft model) made this step, as a Proposer.
+
+    Where the engine runs its drafter itself, the adapter :meth:`offer`\\ s each request's
+    draft before asking the composite; ``propose`` returns it (cut to ``max_tokens``). It
+    drafts nothing when nothing was offered since the last ``propose``. Acceptance is
+    inferred by the base class from the tokens that ``extend`` brings, as for every proposer.
+    The adapter sets ``max_draft_tokens`` to the engine's draft length of the step.
+
+    >>> drafts = EngineDrafts("mtp")
+    >>> drafts.start("r", [1, 2])
+    >>> drafts.offer("r", [7, 8, 9])
+    >>> drafts.propose("r", 2).tokens
+    (7, 8)
+    >>> drafts.extend("r", [7, 5])
+    1
+    """
+
+    draft_kind = "neural"
+
+    def __init__(self, name: str = "neural") -> None:
+        super().__init__()
+        self.name = name
+        self.max_draft_tokens: int | None = None
+        self._offered: dict[RequestId, tuple[int, ...]] = {}
+
+    def offer(self, request_id: RequestId, tokens: Sequence[int]) -> None:
+        """The engine's draft for ``request_id`` at this step."""
+        self._offered[request_id] = tuple(int(token) for token in tokens)
+
+    def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
+        self._offered.pop(request_id, None)
+
+    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
+        return Draft(self._offered.pop(request_id, ())[:max_tokens], self.name)
+
+    def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
+        pass
+
+    def _stop(self, request_id: RequestId) -> None:
+        self._offered.pop(request_id, None)
