@@ -33,14 +33,14 @@ HUMANEVAL_PICK = range(0, 10)
 CODE_SOURCES = [  # (file, function or Class.method) from this repository
     ("specplug/_contract.py", "as_token_array"),
     ("specplug/trace.py", "parse_traces"),
-    ("specplug/cost/_files.py", "_field_line"),
-    ("specplug/cost/_files.py", "dump_cost_model"),
+    ("specplug/_cost/_files.py", "_field_line"),
+    ("specplug/_cost/_files.py", "dump_cost_model"),
     ("specplug/proposers/ngram.py", "ReferenceNgramProposer._propose"),
     ("specplug/_registry.py", "MethodRegistrar.add"),
     ("specplug/bench/_replay.py", "modeled_times"),
     ("specplug/bench/_llamacpp.py", "counters"),
-    ("specplug/_catalog.py", "_describe"),
-    ("specplug/cost/_registry.py", "cost_model"),
+    ("specplug/_plugins.py", "_describe"),
+    ("specplug/_plugins.py", "cost_model"),
 ]
 
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 __all__ = [
+    "CostModelError",
     "DuplicateNameError",
     "InvalidOptionError",
     "InvalidTokensError",
     "RequestStateError",
     "SpecplugError",
     "UnknownMethodError",
+    "UnknownNameError",
+    "UnknownPeerError",
 ]
 
 
@@ -16,16 +19,31 @@ class SpecplugError(Exception):
     """Base class of every error specplug raises on purpose."""
 
 
-class UnknownMethodError(SpecplugError, KeyError):
-    """A method name that no plugin registered."""
+class UnknownNameError(SpecplugError, KeyError):
+    """A name that no plugin registered; the message lists the valid ones."""
+
+    #: what was looked up, as the message names it
+    kind = "name"
 
     def __init__(self, name: object, valid: list[str]) -> None:
         self.name = name
         self.valid = valid
-        super().__init__(f"unknown method {name!r}; valid methods: {', '.join(valid) or '(none)'}")
+        super().__init__(f"unknown {self.kind} {name!r}; valid {self.kind}s: {', '.join(valid) or '(none)'}")
 
     def __str__(self) -> str:  # KeyError would otherwise quote the whole message
         return str(self.args[0])
+
+
+class UnknownMethodError(UnknownNameError):
+    """A method name that no plugin registered."""
+
+    kind = "method"
+
+
+class UnknownPeerError(UnknownNameError):
+    """A peer name that no plugin registered."""
+
+    kind = "peer"
 
 
 class InvalidOptionError(SpecplugError, ValueError):
@@ -42,3 +60,7 @@ class RequestStateError(SpecplugError, RuntimeError):
 
 class InvalidTokensError(SpecplugError, TypeError):
     """Token ids that are not non-negative ints."""
+
+
+class CostModelError(SpecplugError, ValueError):
+    """A cost model that cannot be used: unknown preset, bad file, negative or missing coefficient."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -9,6 +11,14 @@ from rich.table import Table
 from specplug._catalog import default_catalog
 from specplug._errors import SpecplugError
 from specplug._version import __version__
+
+
+#: the CLI's own command modules, each adding its commands as a plugin would; the core's
+#: plugin manager does not load them (the core knows nothing of the CLI)
+_BUILTIN_COMMANDS = (
+    "specplug.cli._bench", "specplug.cli._perf", "specplug.cli._trace",
+    "specplug.cli._calibrate", "specplug.cli._preset", "specplug.cli._tune",
+)  # fmt: skip
 
 
 def _version(value: bool) -> None:
@@ -54,6 +64,8 @@ def build_app() -> typer.Typer:
         """Speculative-decoding proposers for vLLM, SGLang, TensorRT-LLM and llama.cpp."""
 
     app.command("methods")(methods_command)
+    for module in _BUILTIN_COMMANDS:
+        importlib.import_module(module).specplug_add_commands(app=app)
     builtin = {command.name for command in app.registered_commands}
     default_catalog().manager.hook.specplug_add_commands(app=app)
     names = [command.name or command.callback.__name__ for command in app.registered_commands]

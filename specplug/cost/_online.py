@@ -22,8 +22,8 @@ from collections import deque
 
 import numpy as np
 
-from specplug.cost._errors import CostModelError
-from specplug.cost._linear import DRAFT_KINDS
+from specplug._errors import CostModelError
+from specplug._cost._linear import DRAFT_KINDS
 
 __all__ = ["OnlineCostModel"]
 

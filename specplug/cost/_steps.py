@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from specplug.cost._linear import DRAFT_KINDS, CostModel, LinearCostModel
+from specplug._cost._linear import DRAFT_KINDS, CostModel, LinearCostModel
 
 __all__ = ["plain_step_time", "spec_step_time", "spec_step_times"]
 

@@ -18,7 +18,7 @@ def resolve_part(part: Proposer | str, option: str) -> Proposer:
     """A proposer object as given, or one created by method name with default options."""
     if isinstance(part, Proposer):
         return part
-    from specplug._catalog import create
+    from specplug._plugins import create
 
     return create(part)
 

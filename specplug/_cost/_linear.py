@@ -6,12 +6,10 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from specplug.cost._errors import CostModelError
+from specplug._contract import DRAFT_KINDS  # the drafter kinds a cost model prices: those proposers declare
+from specplug._errors import CostModelError
 
 __all__ = ["DRAFT_KINDS", "CostModel", "DraftTable", "DraftTerm", "LinearCostModel", "VerifyTerm"]
-
-#: the kinds of drafter a cost model prices: a lookup (n-gram, suffix) or a neural head (MTP, EAGLE, draft model)
-DRAFT_KINDS = ("lookup", "neural")
 
 
 @runtime_checkable
