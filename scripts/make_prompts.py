@@ -166,7 +166,7 @@ def agentic() -> list[dict]:
     items = []
     scenarios = [
         ("specplug/trace.py", "parse_traces", "tests/test_trace.py", "test_truncated_file"),
-        ("specplug/cost/_files.py", "load_cost_model", "tests/test_cost.py", "test_negative_coefficient_names_file_line_and_field"),
+        ("specplug/_cost/_files.py", "load_cost_model", "tests/test_cost.py", "test_negative_coefficient_names_file_line_and_field"),
         ("specplug/_contract.py", "as_token_array", "tests/test_contract.py", "test_bad_max_tokens"),
         ("specplug/bench/_replay.py", "replay", "tests/test_bench.py", "test_tokens_and_steps_add_up"),
     ]
