@@ -7,6 +7,7 @@ __all__ = [
     "DuplicateNameError",
     "InvalidOptionError",
     "InvalidTokensError",
+    "NotFoundError",
     "RequestStateError",
     "SpecplugError",
     "UnknownMethodError",
@@ -19,8 +20,15 @@ class SpecplugError(Exception):
     """Base class of every error specplug raises on purpose."""
 
 
-class UnknownNameError(SpecplugError, KeyError):
-    """A name that no plugin registered; the message lists the valid ones."""
+class NotFoundError(SpecplugError, KeyError):
+    """Something looked up by name and not found; the message lists what is valid."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the whole message
+        return str(self.args[0])
+
+
+class UnknownNameError(NotFoundError):
+    """A name that no plugin registered."""
 
     #: what was looked up, as the message names it
     kind = "name"
@@ -29,9 +37,6 @@ class UnknownNameError(SpecplugError, KeyError):
         self.name = name
         self.valid = valid
         super().__init__(f"unknown {self.kind} {name!r}; valid {self.kind}s: {', '.join(valid) or '(none)'}")
-
-    def __str__(self) -> str:  # KeyError would otherwise quote the whole message
-        return str(self.args[0])
 
 
 class UnknownMethodError(UnknownNameError):
