@@ -27,7 +27,7 @@ __all__ = [
 ]  # fmt: skip
 
 #: what every registered name must match (methods, cost models, peers)
-NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 _QUALIFIED = re.compile(r"\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)")
 
 
@@ -104,8 +104,6 @@ class MethodSpec:
         return lines
 
 
-
-
 @dataclass(frozen=True)
 class PeerSpec:
     """One registered peer (another engine's drafting code behind the contract): name, summary, options, factory."""
@@ -152,7 +150,7 @@ class Registrar(Generic[SpecT]):
 
     def _checked(self, name: object, summary: object) -> tuple[str, str]:
         """``(name, summary stripped)``, or an error naming the bad one."""
-        if not isinstance(name, str) or not NAME.match(name):
+        if not isinstance(name, str) or not NAME.fullmatch(name):
             raise InvalidOptionError(
                 f"{self.kind} name {name!r} is not valid; use 1-64 lower-case letters, digits, '_', '.' or '-', "
                 "starting with a letter or digit"

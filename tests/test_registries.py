@@ -31,7 +31,7 @@ REGISTRARS = [
 
 
 @pytest.mark.parametrize(("registrar", "add", "kind"), REGISTRARS)
-@pytest.mark.parametrize("name", ["Bad Name", "", "-dash", "x" * 65, "a:b", 3, None])
+@pytest.mark.parametrize("name", ["Bad Name", "", "-dash", "x" * 65, "a:b", "ok\n", 3, None])
 def test_every_registrar_rejects_the_same_bad_names(registrar, add, kind, name):
     with pytest.raises(specplug.InvalidOptionError, match=f"{kind} name .* is not valid; use 1-64 lower-case"):
         add(registrar(), name)
