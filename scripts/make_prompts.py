@@ -41,14 +41,14 @@ HUMANEVAL_PICK = range(0, 10)
 CODE_SOURCES = [  # (file, function or Class.method) from this repository
     ("specplug/_contract.py", "as_token_array"),
     ("specplug/lab/trace.py", "parse_traces"),
-    ("specplug/cost/_files.py", "_field_line"),
-    ("specplug/cost/_files.py", "dump_cost_model"),
+    ("specplug/_cost/_files.py", "_field_line"),
+    ("specplug/_cost/_files.py", "dump_cost_model"),
     ("specplug/proposers/ngram.py", "ReferenceNgramProposer._propose"),
     ("specplug/_registry.py", "MethodRegistrar.add"),
     ("specplug/lab/bench/_replay.py", "modeled_times"),
     ("specplug/lab/bench/_llamacpp.py", "counters"),
-    ("specplug/_catalog.py", "_describe"),
-    ("specplug/cost/_registry.py", "cost_model"),
+    ("specplug/_plugins.py", "_describe"),
+    ("specplug/_plugins.py", "cost_model"),
 ]
 
 
@@ -190,7 +190,7 @@ def agentic() -> list[dict]:
     items = []
     scenarios = [
         ("specplug/lab/trace.py", "parse_traces", "tests/test_trace.py", "test_truncated_file"),
-        ("specplug/cost/_files.py", "load_cost_model", "tests/test_cost.py", "test_negative_coefficient_names_file_line_and_field"),
+        ("specplug/_cost/_files.py", "load_cost_model", "tests/test_cost.py", "test_negative_coefficient_names_file_line_and_field"),
         ("specplug/_contract.py", "as_token_array", "tests/test_contract.py", "test_bad_max_tokens"),
         ("specplug/lab/bench/_replay.py", "replay", "tests/test_bench.py", "test_tokens_and_steps_add_up"),
     ]
@@ -223,7 +223,7 @@ RAW_CODE_EDITS: list[tuple[str, str, str]] = [
     ("specplug/_contract.py", "as_token_array", "Rename the parameter `tokens` to `values` everywhere."),
     ("specplug/_guard.py", "GuardedProposer.propose", "Add a short comment above each `if`."),
     ("specplug/_registry.py", "MethodRegistrar.add", "Rename `origin` to `source_module` everywhere."),
-    ("specplug/_catalog.py", "_describe", "Add a docstring and type hints to every local variable."),
+    ("specplug/_plugins.py", "_describe", "Add a docstring and type hints to every local variable."),
     ("specplug/_contract.py", "Proposer.extend", "Rename `accepted` to `n_accepted` everywhere."),
     ("specplug/_manager.py", "build_plugin_manager", "Rename `manager` to `plugins` everywhere."),
     ("specplug/_guard.py", "GuardedProposer._fault", "Replace the logging call by a call to `print` with the same text."),

@@ -1,6 +1,5 @@
 """specplug: speculative-decoding proposers written once, run inside existing engines."""
 
-from specplug._catalog import create, method_specs, methods
 from specplug._contract import DRAFT_KINDS, MAX_TOKEN_ID, Draft, DraftKind, Proposer, RequestId, accepted_prefix, as_token_array
 from specplug._errors import (
     DuplicateNameError,
@@ -9,10 +8,13 @@ from specplug._errors import (
     RequestStateError,
     SpecplugError,
     UnknownMethodError,
+    UnknownNameError,
+    UnknownPeerError,
 )
 from specplug._guard import GuardedProposer
 from specplug._hookimpl import hookimpl
-from specplug._registry import MethodCapabilities, MethodRegistrar, MethodSpec
+from specplug._plugins import create, create_peer, method_specs, methods, peer_specs
+from specplug._registry import MethodCapabilities, MethodRegistrar, MethodSpec, PeerRegistrar, PeerSpec
 from specplug._version import __version__
 
 __all__ = [
@@ -27,16 +29,22 @@ __all__ = [
     "MethodCapabilities",
     "MethodRegistrar",
     "MethodSpec",
+    "PeerRegistrar",
+    "PeerSpec",
     "Proposer",
     "RequestId",
     "RequestStateError",
     "SpecplugError",
     "UnknownMethodError",
+    "UnknownNameError",
+    "UnknownPeerError",
     "__version__",
     "accepted_prefix",
     "as_token_array",
     "create",
+    "create_peer",
     "hookimpl",
     "method_specs",
     "methods",
+    "peer_specs",
 ]

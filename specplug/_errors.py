@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 __all__ = [
+    "CostModelError",
     "DuplicateNameError",
     "InvalidOptionError",
     "InvalidTokensError",
+    "NotFoundError",
     "RequestStateError",
     "SpecplugError",
     "UnknownMethodError",
+    "UnknownNameError",
+    "UnknownPeerError",
 ]
 
 
@@ -16,16 +20,35 @@ class SpecplugError(Exception):
     """Base class of every error specplug raises on purpose."""
 
 
-class UnknownMethodError(SpecplugError, KeyError):
-    """A method name that no plugin registered."""
+class NotFoundError(SpecplugError, KeyError):
+    """Something looked up by name and not found; the message lists what is valid."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the whole message
+        return str(self.args[0])
+
+
+class UnknownNameError(NotFoundError):
+    """A name that no plugin registered."""
+
+    #: what was looked up, as the message names it
+    kind = "name"
 
     def __init__(self, name: object, valid: list[str]) -> None:
         self.name = name
         self.valid = valid
-        super().__init__(f"unknown method {name!r}; valid methods: {', '.join(valid) or '(none)'}")
+        super().__init__(f"unknown {self.kind} {name!r}; valid {self.kind}s: {', '.join(valid) or '(none)'}")
 
-    def __str__(self) -> str:  # KeyError would otherwise quote the whole message
-        return str(self.args[0])
+
+class UnknownMethodError(UnknownNameError):
+    """A method name that no plugin registered."""
+
+    kind = "method"
+
+
+class UnknownPeerError(UnknownNameError):
+    """A peer name that no plugin registered."""
+
+    kind = "peer"
 
 
 class InvalidOptionError(SpecplugError, ValueError):
@@ -42,3 +65,7 @@ class RequestStateError(SpecplugError, RuntimeError):
 
 class InvalidTokensError(SpecplugError, TypeError):
     """Token ids that are not non-negative ints."""
+
+
+class CostModelError(SpecplugError, ValueError):
+    """A cost model that cannot be used: unknown preset, bad file, negative or missing coefficient."""

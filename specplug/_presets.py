@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 
-from specplug._errors import SpecplugError
+from specplug._errors import NotFoundError, SpecplugError
 
 __all__ = ["Preset", "PresetError", "UnknownPresetError", "engines", "list_presets", "load_preset"]
 
@@ -32,11 +32,8 @@ _TRUE = {"true", "on", "yes", "1"}
 _FALSE = {"false", "off", "no", "0"}
 
 
-class UnknownPresetError(SpecplugError, KeyError):
+class UnknownPresetError(NotFoundError):
     """An engine or preset name that is not shipped."""
-
-    def __str__(self) -> str:  # KeyError would otherwise quote the whole message
-        return str(self.args[0])
 
 
 class PresetError(SpecplugError, ValueError):

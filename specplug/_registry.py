@@ -1,20 +1,33 @@
-"""Registrars handed to registration hooks: they validate entries and reject duplicates."""
+"""Registrars handed to the registration hooks, and the specs they collect.
+
+Every registrar applies the same rules: a name is 1-64 lower-case letters, digits, '_', '.'
+or '-' starting with a letter or digit; a summary is one non-empty line; a name registered
+twice is a :class:`DuplicateNameError` naming both origins. They sit below the hook
+specifications (which name them) and the plugin manager (which hands them out).
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from specplug._contract import DRAFT_KINDS, DraftKind
-from specplug._errors import DuplicateNameError, InvalidOptionError
+from specplug._cost._files import load_cost_model
+from specplug._cost._linear import CostModel
+from specplug._errors import CostModelError, DuplicateNameError, InvalidOptionError
 
-__all__ = ["MethodCapabilities", "MethodRegistrar", "MethodSpec"]
+__all__ = [
+    "CostModelRegistrar", "CostModelSpec", "MethodCapabilities", "MethodRegistrar", "MethodSpec", "PeerRegistrar",
+    "PeerSpec", "Registrar",
+]  # fmt: skip
 
-_NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
+#: what every registered name must match (methods, cost models, peers)
+NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 _QUALIFIED = re.compile(r"\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)")
 
 
@@ -91,11 +104,86 @@ class MethodSpec:
         return lines
 
 
-class MethodRegistrar:
-    """Collects proposer methods from ``specplug_register_methods`` implementations."""
+@dataclass(frozen=True)
+class PeerSpec:
+    """One registered peer (another engine's drafting code behind the contract): name, summary, options, factory."""
+
+    name: str
+    summary: str
+    options: type[BaseModel]
+    factory: Callable[..., object]
+    origin: str
+
+
+@dataclass(frozen=True)
+class CostModelSpec:
+    """One named cost model with a one-line summary and the plugin that registered it."""
+
+    name: str
+    summary: str
+    model: CostModel
+    origin: str
+
+
+class _Named(Protocol):
+    name: str
+    origin: str
+
+
+SpecT = TypeVar("SpecT", bound=_Named)
+
+
+class Registrar(Generic[SpecT]):
+    """What every registrar shares: the name and summary rules and the duplicate check.
+
+    >>> PeerRegistrar().add("Bad Name", dict, options=BaseModel, summary="x")
+    Traceback (most recent call last):
+    ...
+    specplug._errors.InvalidOptionError: peer name 'Bad Name' is not valid; use 1-64 lower-case letters, digits, '_', '.' or '-', starting with a letter or digit
+    """
+
+    #: what is registered, as error messages name it
+    kind: ClassVar[str]
 
     def __init__(self) -> None:
-        self._specs: dict[str, MethodSpec] = {}
+        self._specs: dict[str, SpecT] = {}
+
+    def _checked(self, name: object, summary: object) -> tuple[str, str]:
+        """``(name, summary stripped)``, or an error naming the bad one."""
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise InvalidOptionError(
+                f"{self.kind} name {name!r} is not valid; use 1-64 lower-case letters, digits, '_', '.' or '-', "
+                "starting with a letter or digit"
+            )
+        if not isinstance(summary, str) or not summary.strip() or "\n" in summary.strip():
+            raise InvalidOptionError(f"{self.kind} {name!r}: summary must be one non-empty line, got {summary!r}")
+        return name, summary.strip()
+
+    def _checked_factory(self, name: str, factory: object, options: object) -> str:
+        """The origin of a factory that takes a validated ``options`` model, or an error."""
+        if not callable(factory):
+            raise InvalidOptionError(f"{self.kind} {name!r}: factory {factory!r} is not callable")
+        if not (isinstance(options, type) and issubclass(options, BaseModel)):
+            raise InvalidOptionError(f"{self.kind} {name!r}: options must be a pydantic model class, got {options!r}")
+        return getattr(factory, "__module__", None) or repr(factory)
+
+    def _keep(self, spec: SpecT) -> None:
+        if spec.name in self._specs:
+            raise DuplicateNameError(
+                f"{self.kind} {spec.name!r} is registered twice: by {self._specs[spec.name].origin} and by {spec.origin}; "
+                "block one plugin with SPECPLUG_BLOCK_PLUGINS"
+            )
+        self._specs[spec.name] = spec
+
+    def specs(self) -> dict[str, SpecT]:
+        """The registered entries by name, sorted."""
+        return dict(sorted(self._specs.items()))
+
+
+class MethodRegistrar(Registrar[MethodSpec]):
+    """Collects proposer methods from ``specplug_register_methods`` implementations."""
+
+    kind = "method"
 
     def add(
         self,
@@ -112,17 +200,8 @@ class MethodRegistrar:
         forbid extra keys); ``summary`` is one line shown by ``specplug methods``;
         ``capabilities`` says what the method is (a plain lookup when left out).
         """
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise InvalidOptionError(
-                f"method name {name!r} is not valid; use 1-64 lower-case letters, digits, '_', '.' "
-                "or '-', starting with a letter"
-            )
-        if not callable(factory):
-            raise InvalidOptionError(f"method {name!r}: factory {factory!r} is not callable")
-        if not (isinstance(options, type) and issubclass(options, BaseModel)):
-            raise InvalidOptionError(f"method {name!r}: options must be a pydantic model class, got {options!r}")
-        if not isinstance(summary, str) or not summary.strip() or "\n" in summary.strip():
-            raise InvalidOptionError(f"method {name!r}: summary must be one non-empty line, got {summary!r}")
+        name, summary = self._checked(name, summary)
+        origin = self._checked_factory(name, factory, options)
         capabilities = MethodCapabilities() if capabilities is None else capabilities
         if not isinstance(capabilities, MethodCapabilities):
             raise InvalidOptionError(f"method {name!r}: capabilities must be a MethodCapabilities, got {capabilities!r}")
@@ -136,14 +215,38 @@ class MethodRegistrar:
                     f"method {name!r}: capabilities name option {option!r}, which its options model lacks; "
                     f"its options: {', '.join(options.model_fields) or '(none)'}"
                 )
-        origin = getattr(factory, "__module__", None) or repr(factory)
-        if name in self._specs:
-            raise DuplicateNameError(
-                f"method {name!r} is registered twice: by {self._specs[name].origin} and by {origin}; "
-                "block one plugin with SPECPLUG_BLOCK_PLUGINS"
-            )
-        self._specs[name] = MethodSpec(name, summary.strip(), options, factory, origin, capabilities)
+        self._keep(MethodSpec(name, summary, options, factory, origin, capabilities))
 
-    def specs(self) -> dict[str, MethodSpec]:
-        """The registered methods by name, sorted."""
-        return dict(sorted(self._specs.items()))
+
+class PeerRegistrar(Registrar[PeerSpec]):
+    """Collects peers from ``specplug_register_peers`` implementations."""
+
+    kind = "peer"
+
+    def add(self, name: str, factory: Callable[..., object], *, options: type[BaseModel], summary: str) -> None:
+        """Register ``factory(options_model_instance) -> Proposer`` under ``name``.
+
+        As for methods: ``options`` is a pydantic model (it should forbid extra keys) and
+        ``summary`` one line. The factory should import the peer's engine, so that listing
+        peers never imports an engine.
+        """
+        name, summary = self._checked(name, summary)
+        self._keep(PeerSpec(name, summary, options, factory, self._checked_factory(name, factory, options)))
+
+
+class CostModelRegistrar(Registrar[CostModelSpec]):
+    """Collects named cost models; rejects bad names, non-models and duplicates."""
+
+    kind = "cost model"
+
+    def add(self, name: str, model: CostModel | str | Path, *, summary: str, origin: str = "?") -> None:
+        """Register ``model`` (a :class:`CostModel`, or the path of a TOML file, read at once) under ``name``."""
+        name, summary = self._checked(name, summary)
+        if isinstance(model, (str, Path)):
+            model = load_cost_model(model)
+        if not isinstance(model, CostModel):
+            raise CostModelError(
+                f"cost model {name!r}: {model!r:.60} has no verify_time/draft_time/step_overhead; "
+                "pass a specplug.cost.CostModel or the path of a TOML file"
+            )
+        self._keep(CostModelSpec(name, summary, model, origin))

@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING
 
 import pluggy
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the registrars sit below this module; the plugin manager above it imports it
     import typer
 
-    from specplug._registry import MethodRegistrar
-    from specplug.cost import CostModelRegistrar
+    from specplug._registry import CostModelRegistrar, MethodRegistrar, PeerRegistrar
 
 hookspec = pluggy.HookspecMarker("specplug")
 
@@ -58,6 +57,26 @@ def specplug_register_cost_models(registrar: CostModelRegistrar) -> None:
         ``LinearCostModel``) or the path of a TOML cost-model file, which is read and
         validated at once. The registrar rejects invalid names, objects that are not
         cost models, and a name that another plugin already registered.
+    :return: nothing; results are ignored (all implementations are called).
+    """
+
+
+# ------------------------------------------------------------------------------ peers
+
+
+@hookspec
+def specplug_register_peers(registrar: PeerRegistrar) -> None:
+    """Register peers: other engines' own drafting code behind the proposer contract, for benchmarks.
+
+    Called once per plugin manager, the first time a peer is looked up by name
+    (``specplug.peer_specs()``, ``specplug.create_peer()``, a benchmark's ``peer:NAME``),
+    never at import time.
+
+    :param registrar: call ``registrar.add(name, factory, options=Model, summary=...)`` for
+        each peer. ``factory`` receives a validated instance of the pydantic ``options``
+        model and returns a :class:`specplug.Proposer`; it should import the engine, so that
+        listing peers never does. The registrar rejects invalid names and a name that
+        another plugin already registered.
     :return: nothing; results are ignored (all implementations are called).
     """
 

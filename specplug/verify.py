@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specplug._contract import accepted_prefix
 from specplug._errors import InvalidOptionError
 
 __all__ = ["Verdict", "verify_greedy", "verify_sampled"]
@@ -40,9 +41,7 @@ def verify_greedy(draft: Sequence[int], target_argmax: Sequence[int]) -> Verdict
         raise InvalidOptionError(
             f"target_argmax has {len(target_argmax)} positions; a draft of {len(draft)} needs {len(draft) + 1}"
         )
-    accepted = 0
-    while accepted < len(draft) and draft[accepted] == target_argmax[accepted]:
-        accepted += 1
+    accepted = accepted_prefix(draft, target_argmax)
     return Verdict(accepted, tuple(int(t) for t in draft[:accepted]) + (int(target_argmax[accepted]),))
 
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import specplug
-from specplug import _catalog
-from specplug._manager import build_plugin_manager
+from specplug import _plugins
+from specplug._plugins import Catalog, build_plugin_manager
 from specplug.cost import (
     CostModel,
     CostModelError,
@@ -24,7 +24,6 @@ from specplug.cost import (
     plain_step_time,
     spec_step_time,
 )
-from specplug.cost._registry import collect
 
 GOOD = """\
 name = "toy"
@@ -148,7 +147,7 @@ class _Plugin:
 
 def test_register_cost_models_hook_adds_a_named_model():
     manager = build_plugin_manager(entry_points=False, extra_plugins={"toy": _Plugin()})
-    specs = collect(manager)
+    specs = Catalog(manager).cost_models()
     assert {"llama-3.1-8b-h100", "toy-gpu"} <= set(specs)
     assert specs["toy-gpu"].model.verify_time(10, 0) == pytest.approx(1.1e-3)
 
@@ -160,13 +159,13 @@ def test_register_cost_models_hook_rejects_duplicates_and_non_models():
         registrar.add("a", cost_model("llama-3.1-8b-h100"), summary="x")
     with pytest.raises(CostModelError, match="has no verify_time"):
         registrar.add("b", object(), summary="x")
-    with pytest.raises(CostModelError, match="name 'Bad Name' is not valid"):
+    with pytest.raises(specplug.InvalidOptionError, match="cost model name 'Bad Name' is not valid"):
         registrar.add("Bad Name", cost_model("llama-3.1-8b-h100"), summary="x")
 
 
 def test_cost_models_lists_presets(fresh_catalog):
     assert "llama-3.1-8b-h100" in cost_models()
-    _catalog.reset()
+    _plugins.reset()
 
 
 def test_vectorised_step_times_equal_the_scalar_ones():
@@ -218,12 +217,11 @@ def test_calibrate_command_rejects_bad_input(tmp_path, capsys):
 def test_doctests():
     import doctest
 
+    import specplug._cost._linear
     import specplug.cost._fit
-    import specplug.cost._linear
-    import specplug.cost._registry
     import specplug.cost._steps
 
-    for module in (specplug.cost, specplug.cost._fit, specplug.cost._linear, specplug.cost._registry, specplug.cost._steps):
+    for module in (specplug.cost, specplug.cost._fit, specplug._cost._linear, specplug.cost._steps):
         result = doctest.testmod(module)
         assert result.failed == 0, module.__name__
 

@@ -9,7 +9,8 @@ import pytest
 
 MODULES = [
     "specplug._contract",
-    "specplug._catalog",
+    "specplug._plugins",
+    "specplug._registry",
     "specplug._guard",
     "specplug.verify",
     "specplug.proposers.ngram",

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import specplug
-from specplug.cost import CostModelError
+from specplug.cost import CostModelError, OnlineCostModel
 from tests._scripted import Oracle, drive, geometric, late_lengths_by_batch
 
 PROMPT = [1, 2, 3]
@@ -200,3 +200,21 @@ def test_cost_option_errors():
     hybrid = specplug.create("hybrid", neural=neural, cost="llama-3.1-8b-h100", batch_size=8)
     assert hybrid.cost.name == "llama-3.1-8b-h100" and hybrid.batch_size == 8
     assert specplug.create("hybrid", neural=specplug.create("ngram")).cost is None
+
+
+def test_positions_past_a_cut_are_scored_on_what_later_steps_verify():
+    # One- and two-token drafts cost more than they win here; only a long draft pays. Scored
+    # only on the tokens its own step verified, a lookup draft cut to nothing (plain decoding)
+    # would teach its first position alone: the later ones would stay at the prior, forever plain.
+    model = OnlineCostModel()
+    for size, seconds in ((1, 0.025), (2, 0.060), (3, 0.095), (5, 0.100), (9, 0.110)):
+        model.observe(size, seconds)
+    output = list(range(100, 400))
+    neural = Oracle({"a": output}, lambda pos: 0, pad=True)
+    lookup = Oracle({"a": output}, lambda pos: 8, name="look", kind="lookup", pad=True)
+    hybrid = specplug.create("hybrid", neural=neural, lookup=lookup, cost=model, prior=0.3, explore=0.0)
+    drafts = drive(hybrid, "a", PROMPT, output, 8)
+    assert drafts[0][0].tokens == ()  # at the prior, plain decoding wins
+    late = drafts[len(drafts) // 2 : -3]  # (the last steps have only short drafts left)
+    assert all(d.source == "look" and len(d.tokens) == 8 and accepted == 8 for d, accepted in late)
+    assert neural.calls == 0

@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 import specplug
-from specplug import _catalog
-from specplug._manager import PluginLoadError, build_plugin_manager
+from specplug import _plugins
+from specplug._plugins import PluginLoadError, build_plugin_manager
 from specplug._registry import MethodRegistrar
 from specplug.cli import build_app
 from specplug.proposers.ngram import NgramOptions, NgramProposer
@@ -60,7 +60,7 @@ def throwaway_distribution(tmp_path, monkeypatch, fresh_catalog):
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: specplug-echo\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[specplug]\necho = specplug_echo_plugin\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    _catalog.reset()
+    _plugins.reset()
     return tmp_path
 
 
@@ -85,7 +85,7 @@ def test_out_of_tree_plugin_adds_a_cli_command(throwaway_distribution):
 
 def test_blocking_a_plugin_by_environment_variable(throwaway_distribution, monkeypatch):
     monkeypatch.setenv("SPECPLUG_BLOCK_PLUGINS", "echo, specplug.suffix")
-    _catalog.reset()
+    _plugins.reset()
     names = specplug.methods()
     assert "echo" not in names and "suffix" not in names and "ngram" in names
 
@@ -115,7 +115,7 @@ def test_duplicate_method_from_a_plugin_is_an_error(fresh_catalog):
             registrar.add("ngram", NgramProposer, options=NgramOptions, summary="again")
 
     with pytest.raises(specplug.DuplicateNameError, match="'ngram'"):
-        _catalog.Catalog(build_plugin_manager(entry_points=False, extra_plugins={"clash": Clash()}))
+        _plugins.Catalog(build_plugin_manager(entry_points=False, extra_plugins={"clash": Clash()}))
 
 
 @pytest.mark.parametrize(
@@ -136,7 +136,7 @@ def test_plugin_manager_is_not_built_at_import():
     import subprocess
     import sys
 
-    code = "import specplug, specplug._catalog as c; assert c._default is None; print('lazy')"
+    code = "import specplug, specplug._plugins as p; assert p._default is None; print('lazy')"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "lazy"
 
 

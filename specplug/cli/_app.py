@@ -25,6 +25,7 @@ from specplug.cli._trace import trace_command
 from specplug.cli._tune import tune_command
 
 
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"specplug {__version__}")

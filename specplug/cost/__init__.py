@@ -6,11 +6,12 @@
 7.15
 """
 
-from specplug.cost._errors import CostModelError
-from specplug.cost._files import dump_cost_model, load_cost_model
-from specplug.cost._linear import DRAFT_KINDS, CostModel, DraftTable, DraftTerm, LinearCostModel, VerifyTerm
+from specplug._cost._files import dump_cost_model, load_cost_model
+from specplug._cost._linear import DRAFT_KINDS, CostModel, DraftTable, DraftTerm, LinearCostModel, VerifyTerm
+from specplug._errors import CostModelError
+from specplug._plugins import cost_model, cost_models
+from specplug._registry import CostModelRegistrar, CostModelSpec
 from specplug.cost._online import OnlineCostModel
-from specplug.cost._registry import CostModelRegistrar, CostModelSpec, cost_model, cost_models
 from specplug.cost._steps import plain_step_time, spec_step_time, spec_step_times
 
 __all__ = [

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specplug.cost._errors import CostModelError
+from specplug._errors import CostModelError
 
 __all__ = ["fit_verify"]
 

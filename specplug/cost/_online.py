@@ -22,8 +22,8 @@ from collections import deque
 
 import numpy as np
 
-from specplug.cost._errors import CostModelError
-from specplug.cost._linear import DRAFT_KINDS
+from specplug._cost._linear import DRAFT_KINDS, check_draft_kind
+from specplug._errors import CostModelError
 
 __all__ = ["OnlineCostModel"]
 
@@ -90,8 +90,7 @@ class OnlineCostModel:
         return float(table[min(max(batched_tokens, 1), len(table) - 1)])
 
     def draft_time(self, kind: str, draft_tokens: int, kv_tokens: int, verify_time: float) -> float:
-        if kind not in DRAFT_KINDS:
-            raise CostModelError(f"cost model {self.name!r} has no draft kind {kind!r}; valid kinds: {', '.join(DRAFT_KINDS)}")
+        check_draft_kind(self.name, kind)
         return self._draft_medians[kind] if draft_tokens else 0.0
 
     def step_overhead(self) -> float:

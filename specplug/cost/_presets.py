@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from importlib import resources
 
+from specplug._cost._files import load_cost_model
 from specplug._hookimpl import hookimpl
-from specplug.cost._files import load_cost_model
-from specplug.cost._registry import CostModelRegistrar
+from specplug._registry import CostModelRegistrar
 
 
 @hookimpl

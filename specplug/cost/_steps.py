@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from specplug.cost._linear import DRAFT_KINDS, CostModel, LinearCostModel
+from specplug._cost._linear import CostModel, LinearCostModel, check_draft_kind
 
 __all__ = ["plain_step_time", "spec_step_time", "spec_step_times"]
 
@@ -79,8 +79,7 @@ def _draft_coefficients(model: LinearCostModel, kind: str) -> tuple[float, ...]:
     key = (id(model), kind)
     cached = _DRAFT.get(key)
     if cached is None or cached[0] is not model:
-        if kind not in DRAFT_KINDS:
-            model.draft_time(kind, 0, 0, 0.0)  # raises the model's own error naming the valid kinds
+        check_draft_kind(model.name, kind)
         term = getattr(model.draft, kind)
         values = (term.per_kv_token, term.per_draft_token, term.fixed, term.verify_fraction)
         cached = _DRAFT[key] = (model, values)

@@ -9,24 +9,13 @@ needs to compare, so a slot costs 4 bytes (8 with hit counts).
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
+
+from specplug.proposers._hashing import NO_RING, window_hash
 
 EMPTY = -1
 #: tables grow (and are rebuilt from the tokens) before their load exceeds this
 MAX_LOAD = 0.75
-
-
-@njit(cache=True, inline="always")
-def _hash(tokens, end, n):
-    # FNV-1a over the n tokens ending at `end`, then a final avalanche; int64 wraps.
-    h = np.int64(-3750763034362895579)
-    for i in range(end - n + 1, end + 1):
-        h = (h ^ np.int64(tokens[i])) * np.int64(1099511628211)
-    h ^= h >> 29
-    h *= np.int64(-4658895280553007687)
-    h ^= h >> 32
-    return h
 
 
 @njit(cache=True, inline="always")
@@ -40,7 +29,7 @@ def _same(tokens, a, b, n):
 @njit(cache=True, inline="always")
 def _slot(tokens, row, mask, end, n):
     """Slot of the n-gram ending at `end` in `row`: its entry, or the empty slot to fill."""
-    index = _hash(tokens, end, n) & mask
+    index = window_hash(tokens, end, n, NO_RING) & mask
     while True:
         stored = row[index]
         if stored == EMPTY or _same(tokens, stored, end, n):

@@ -1,4 +1,4 @@
-"""Shared pieces of the composite proposers (hybrid, adaptive): resolving parts, drafter kinds."""
+"""Shared pieces of the composite proposers (hybrid, adaptive): parts, score bands, per-position statistics."""
 
 from __future__ import annotations
 
@@ -8,41 +8,44 @@ import numpy as np
 
 from specplug._contract import Proposer
 from specplug._errors import InvalidOptionError
+from specplug._plugins import create
 
 __all__ = [
     "BANDS", "SCORE_BANDS", "PositionStats", "best_cut", "checked_batch_size", "estimate", "optimism",
     "resolve_part", "score_band",
 ]  # fmt: skip
 
-def resolve_part(part: Proposer | str, option: str) -> Proposer:
+
+def resolve_part(part: Proposer | str) -> Proposer:
     """A proposer object as given, or one created by method name with default options."""
-    if isinstance(part, Proposer):
-        return part
-    from specplug._catalog import create
-
-    return create(part)
+    return part if isinstance(part, Proposer) else create(part)
 
 
-#: score bands of a lookup's drafts: None, [0, 1), [1, 3), [3, 7), [7, inf)
-SCORE_BANDS = 5
+#: score bands of a lookup's drafts, 1.5 per doubling of 1 + score: None, [0, 0.59), [0.59, 1.52),
+#: [1.52, 3), [3, 5.35), [5.35, inf). Finer than one per doubling: with every position of every
+#: draft scored, each band holds enough observations, and a draft's estimate then tracks its score
+SCORE_BANDS = 6
+_BANDS_PER_DOUBLING = 1.5
 #: each score band twice: drafts as long as asked for, and drafts the lookup ended sooner itself
 BANDS = 2 * SCORE_BANDS
 
 
-def score_band(score: float | None, length: int | None = None, asked: int | None = None) -> int:
-    """The statistics band of a draft with this score (0 when the drafter gives none).
+def score_band(score: float | None, length: int, asked: int) -> int:
+    """The statistics band of a draft of ``length`` tokens with this score (0 when the drafter gives
+    none), when ``asked`` tokens were asked for.
 
-    Given the draft's ``length`` and the tokens ``asked`` for, a draft the lookup ended sooner
-    (its match was short, or its continuation grew uncertain) has bands of its own: on the
-    shipped traces such drafts are accepted far less often than full-length ones of the same score.
+    A draft the lookup ended sooner than asked (its match was short, or its continuation grew
+    uncertain) has bands of its own: on the shipped traces such drafts are accepted far less
+    often than full-length ones of the same score.
 
-    >>> score_band(None), score_band(0.5), score_band(5.0), score_band(5.0, 4, 8)
-    (0, 1, 3, 8)
+    >>> score_band(None, 8, 8), score_band(0.5, 8, 8), score_band(2.0, 8, 8), score_band(5.0, 8, 8), score_band(5.0, 4, 8)
+    (0, 1, 3, 4, 10)
     """
-    band = 0 if score is None else min(1 + int(np.log2(1.0 + max(score, 0.0))), SCORE_BANDS - 1)
-    if length is not None and asked is not None and length < asked:
-        band += SCORE_BANDS
-    return band
+    if score is None:
+        band = 0
+    else:
+        band = min(1 + int(_BANDS_PER_DOUBLING * np.log2(1.0 + max(score, 0.0))), SCORE_BANDS - 1)
+    return band + SCORE_BANDS if length < asked else band
 
 
 @dataclass
@@ -56,10 +59,11 @@ class PositionStats:
     def empty(cls, positions: int) -> PositionStats:
         return cls(np.zeros((BANDS, positions)), np.zeros((BANDS, positions)))
 
-    def observe(self, band: int, draft: tuple[int, ...], truth: np.ndarray) -> None:
-        """Score ``draft`` against the verified tokens ``truth`` as far as they reach."""
+    def observe(self, band: int, draft: tuple[int, ...], truth: np.ndarray | list[int], start: int = 0) -> None:
+        """Score ``draft`` against the verified tokens ``truth`` as far as they reach, from position
+        ``start`` on (the positions before it matched and were scored before)."""
         drafted, accepted = self.drafted[band], self.accepted[band]
-        for j in range(min(len(draft), len(truth), len(drafted))):
+        for j in range(start, min(len(draft), len(truth), len(drafted))):
             drafted[j] += 1
             if draft[j] != truth[j]:
                 return

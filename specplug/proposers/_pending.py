@@ -1,10 +1,11 @@
-"""Scoring a lookup's draft against the tokens verified after it, however many steps they take.
+"""Scoring a draft against the tokens verified after it, however many steps they take.
 
 A step verifies only what was drafted, so a lookup draft that was not chosen (or was cut
-short) would be scored on one token, and a position the proposer never drafts would never
-be observed: estimates for long drafts would stay at their prior. The verified text goes
-on regardless, so each draft waits here until the tokens after it either cover it or
-contradict it, and is scored then, exactly as if it had been verified.
+short) would be scored on a token or two, and a position the proposer never drafts would
+never be observed: estimates for long drafts would stay at their prior. The verified text
+goes on regardless, so each draft waits here until the tokens after it either cover it or
+contradict it; its positions are scored as the verified tokens reach them, exactly as if it
+had been verified, and each position once.
 """
 
 from __future__ import annotations
@@ -18,31 +19,47 @@ __all__ = ["PendingDrafts"]
 
 
 @dataclass
+class _Waiting:
+    key: object
+    draft: tuple[int, ...]
+    at: int  # position of the draft's first token in the request
+    follow: bool  # False: scored on the next tokens only, then dropped
+    scored: int = 0  # leading positions already handed out for scoring
+
+
+@dataclass
 class PendingDrafts:
     """Drafts of one request, each tagged (``key``) and anchored where its first token goes.
 
+    :meth:`extend` yields ``(key, draft, truth, scored)`` for every draft that the new tokens
+    reach: ``truth`` holds the verified tokens under the draft so far, and positions before
+    ``scored`` were handed out before.
+
     >>> pending = PendingDrafts()
     >>> pending.add("suffix", (5, 6, 7), at=10)
-    >>> list(pending.extend(np.array([5]), at=10))          # one token: nothing decided yet
-    []
+    >>> list(pending.extend(np.array([5]), at=10))          # the first position is decided
+    [('suffix', (5, 6, 7), [5], 0)]
     >>> list(pending.extend(np.array([6, 9]), at=11))       # 9 contradicts the third token
-    [('suffix', (5, 6, 7), [5, 6, 9])]
+    [('suffix', (5, 6, 7), [5, 6, 9], 1)]
+    >>> list(pending.extend(np.array([1]), at=13))          # nothing waits any more
+    []
     """
 
-    _drafts: list[tuple[object, tuple[int, ...], int]] = field(default_factory=list)
+    _drafts: list[_Waiting] = field(default_factory=list)
     _tail: list[int] = field(default_factory=list)  # verified tokens from _tail_at on
     _tail_at: int = 0
 
-    def add(self, key: object, draft: tuple[int, ...], at: int) -> None:
+    def add(self, key: object, draft: tuple[int, ...], at: int, *, follow: bool = True) -> None:
+        """Wait for the verified tokens under ``draft``, whose first token goes at position ``at``
+        (``follow=False``: score it on the next tokens only)."""
         if not draft:
             return
         if not self._drafts:
             self._tail, self._tail_at = [], at
-        self._drafts.append((key, draft, at))
+        self._drafts.append(_Waiting(key, draft, at, follow))
 
-    def extend(self, tokens: np.ndarray, at: int) -> Iterator[tuple[object, tuple[int, ...], list[int]]]:
-        """Record verified ``tokens`` (the first at position ``at``); yield each draft now decided
-        as ``(key, draft, truth)``, truth being the verified tokens under it."""
+    def extend(self, tokens: np.ndarray, at: int) -> Iterator[tuple[object, tuple[int, ...], list[int], int]]:
+        """Record verified ``tokens`` (the first at position ``at``); yield each draft they reach."""
         if not self._drafts:
             return
         if at != self._tail_at + len(self._tail):  # a gap (should not happen): drop what waits
@@ -50,14 +67,16 @@ class PendingDrafts:
             return
         self._tail.extend(int(token) for token in tokens)
         waiting = []
-        for key, draft, start in self._drafts:
-            truth = self._tail[start - self._tail_at : start - self._tail_at + len(draft)]
-            if len(truth) == len(draft) or truth != list(draft[: len(truth)]):
-                yield key, draft, truth
-            else:
-                waiting.append((key, draft, start))
+        for entry in self._drafts:
+            start = entry.at - self._tail_at
+            truth = self._tail[start : start + len(entry.draft)]
+            if len(truth) > entry.scored:
+                yield entry.key, entry.draft, truth, entry.scored
+                entry.scored = len(truth)
+            if entry.follow and len(truth) < len(entry.draft) and truth == list(entry.draft[: len(truth)]):
+                waiting.append(entry)  # neither covered nor contradicted yet
         self._drafts = waiting
         if waiting:  # forget the verified tokens no waiting draft still needs
-            first = min(start for _, _, start in waiting)
+            first = min(entry.at for entry in waiting)
             del self._tail[: first - self._tail_at]
             self._tail_at = first

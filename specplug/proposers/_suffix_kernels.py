@@ -27,32 +27,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from specplug.proposers._hashing import NO_RING, window_hash
+
 EMPTY = -1
 SEP = -1
 START, END, USED_SHORT, USED_LONG = 0, 1, 2, 3
 MAX_LOAD = 0.75
-
-
-@njit(cache=True, inline="always")
-def _anchor_hash(tokens, mask, end, a):
-    h = np.int64(-3750763034362895579)
-    for k in range(a - 1, -1, -1):
-        h = (h ^ np.int64(tokens[(end - k) & mask])) * np.int64(1099511628211)
-    h ^= h >> 29
-    h *= np.int64(-4658895280553007687)
-    h ^= h >> 32
-    return h
-
-
-@njit(cache=True, inline="always")
-def _query_hash(query, q, a):
-    h = np.int64(-3750763034362895579)
-    for k in range(a - 1, -1, -1):
-        h = (h ^ np.int64(query[q - 1 - k])) * np.int64(1099511628211)
-    h ^= h >> 29
-    h *= np.int64(-4658895280553007687)
-    h ^= h >> 32
-    return h
 
 
 @njit(cache=True, inline="always")
@@ -69,7 +49,7 @@ def _insert(tokens, prev, head, state, used, e, a):
     mask = tokens.shape[0] - 1
     hmask = head.shape[0] - 1
     start = state[START]
-    slot = _anchor_hash(tokens, mask, e, a) & hmask
+    slot = window_hash(tokens, e, a, mask) & hmask
     free = -1
     while True:
         stored = head[slot]
@@ -152,7 +132,7 @@ def _find(tokens, head, state, query, q, a):
     mask = tokens.shape[0] - 1
     hmask = head.shape[0] - 1
     start = state[START]
-    slot = _query_hash(query, q, a) & hmask
+    slot = window_hash(query, q - 1, a, NO_RING) & hmask
     while True:
         stored = head[slot]
         if stored == EMPTY:

@@ -12,15 +12,13 @@ nothing beats it -- which is most steps at large batch, where verification stops
 Lookups are cheap, so they always draft and their positions are scored against the
 verified tokens even when they were not chosen, as far as the text verified in later steps
 reaches (so a long draft cut short still teaches what its later positions would have
-done); a neural candidate is only called when it
-is chosen, and learns from the steps it drafted. A lookup that scores its drafts
-(``Draft.score``, e.g. suffix decoding's expected accepted tokens) has its statistics kept
-per score band, so a long, often-seen match is trusted more than a two-token guess.
+done); a neural candidate is only called when it is chosen, and learns from the steps it
+drafted. A lookup that scores its drafts (``Draft.score``, e.g. suffix decoding's expected
+accepted tokens) has its statistics kept per score band, so a long, often-seen match is
+trusted more than a two-token guess, and apart for drafts it ended sooner than asked.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -29,11 +27,9 @@ from specplug._contract import Draft, Proposer, RequestId
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug.cost import CostModel, cost_model, plain_step_time, spec_step_times
+from specplug.proposers._composite import CompositeProposer, CompositeRequest
 from specplug.proposers._options import MethodOptions
-from specplug.proposers._pending import PendingDrafts
-from specplug.proposers._parts import (
-    PositionStats, best_cut, checked_batch_size, estimate, optimism, resolve_part, score_band,
-)  # fmt: skip
+from specplug.proposers._parts import best_cut, resolve_part
 
 __all__ = ["AdaptiveOptions", "AdaptiveProposer"]
 
@@ -65,15 +61,7 @@ class AdaptiveOptions(MethodOptions):
         return value
 
 
-@dataclass
-class _Request:
-    stats: list[PositionStats]
-    length: int = 0  # tokens so far (prompt + output), the request's KV footprint
-    # each candidate's drafts, keyed (candidate, score band), until the verified text decides them
-    pending: PendingDrafts = field(default_factory=PendingDrafts)
-
-
-class AdaptiveProposer(Proposer):
+class AdaptiveProposer(CompositeProposer):
     """Goodput-maximising choice of candidate and draft length, empty when plain decoding wins.
 
     >>> import specplug
@@ -87,94 +75,52 @@ class AdaptiveProposer(Proposer):
     """
 
     name = "adaptive"
-    takes_batch_size = True
 
     def __init__(self, options: AdaptiveOptions) -> None:
-        super().__init__()
         self.options = options
-        self.candidates = [resolve_part(item, "candidates") for item in options.candidates]
+        self.candidates = [resolve_part(item) for item in options.candidates]
+        # one statistics track per candidate, in the order given
+        super().__init__(
+            self.candidates,
+            tracks=len(self.candidates),
+            positions=options.max_positions,
+            prior=options.prior,
+            prior_weight=options.prior_weight,
+            explore=options.explore,
+            batch_size=options.batch_size,
+        )
         self.kinds = [candidate.draft_kind for candidate in self.candidates]
         if "neural" in self.kinds:
             self.draft_kind = "neural"
         self.cost = cost_model(options.cost)
-        self.batch_size = options.batch_size
-        positions = options.max_positions
-        self._pooled = [PositionStats.empty(positions) for _ in self.candidates]
-        self._steps = 0  # drafting steps so far, all requests
         # a drafter with a fixed length (an MTP head drafts k tokens) is never asked for more
         self._longest = [candidate.max_draft_tokens for candidate in self.candidates]
-        self._requests: dict[RequestId, _Request] = {}
 
-    def set_batch_size(self, batch_size: int) -> None:
-        """The engine's current batch size (an adapter calls this as its batch changes)."""
-        self.batch_size = checked_batch_size(batch_size)
-
-    # ---------------------------------------------------------------- lifecycle
-    def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
-        started: list[Proposer] = []
-        try:
-            for candidate in self.candidates:
-                candidate.start(request_id, prompt)
-                started.append(candidate)
-        except Exception:
-            for candidate in started:
-                candidate.stop(request_id)
-            raise
-        positions = self.options.max_positions
-        self._requests[request_id] = _Request([PositionStats.empty(positions) for _ in self.candidates], len(prompt))
-
-    def _stop(self, request_id: RequestId) -> None:
-        del self._requests[request_id]
-        errors = []
-        for candidate in self.candidates:
-            try:
-                candidate.stop(request_id)
-            except Exception as error:  # noqa: BLE001 - stop every candidate, then report
-                errors.append(error)
-        if errors:
-            raise errors[0]
-
-    def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
-        request = self._requests[request_id]
-        for candidate in self.candidates:
-            candidate.extend(request_id, tokens)
-        for (index, band), draft, truth in request.pending.extend(tokens, at=request.length):
-            request.stats[index].observe(band, draft, truth)
-            self._pooled[index].observe(band, draft, truth)
-        request.length += len(tokens)
-
-    # ---------------------------------------------------------------- choice
     def acceptance(self, request_id: RequestId, index: int, band: int = 0) -> np.ndarray:
         """Estimated acceptance of each draft position for candidate ``index`` in this request
         (for drafts in score ``band``): the request's counts shrunk towards the pooled ones."""
-        pooled, own = self._pooled[index], self._requests[request_id].stats[index]
-        return estimate(own, pooled, band, self.options.prior, self.options.prior_weight)
+        return self.estimate(request_id, index, band)
 
     def _optimistic(self, request_id: RequestId, index: int, band: int) -> np.ndarray:
-        # A neural candidate is only observed when chosen, so one judged on a few unlucky
-        # steps would never be retried: it gets a UCB bonus that shrinks with evidence.
+        # A neural candidate is only observed when chosen, so it gets the exploration bonus.
         # Lookups draft at every step and are scored whether chosen or not: no bonus.
         accepted = self.acceptance(request_id, index, band)
         if self.kinds[index] == "lookup":
             return accepted
-        bonus = optimism(self._pooled[index], band, self._steps, self.options.explore, self.options.prior_weight)
-        return np.minimum(accepted + bonus, 1.0)
+        return np.minimum(accepted + self.optimism(index, band), 1.0)
 
-    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
-        request = self._requests[request_id]
-        self._steps += 1
+    def _choose(self, request_id: RequestId, request: CompositeRequest, limit: int) -> Draft:
         batch, context = self.batch_size, request.length
         plain = plain_step_time(self.cost, batch, context)
         best_rate, best_index, best_k, best_expected = (1.0 + self.options.min_gain) / plain, -1, 0, 0.0
         lookup_drafts: dict[int, Draft] = {}
-        limit = min(max_tokens, self.options.max_positions)
         for index, candidate in enumerate(self.candidates):
             band = 0
             if self.kinds[index] == "lookup":
                 draft = candidate.propose(request_id, limit)
                 lookup_drafts[index] = draft
-                band = score_band(draft.score)
-                request.pending.add((index, band), draft.tokens, at=request.length)
+                band = self.band(draft, limit)
+                self.score_later(request, index, band, draft.tokens)
                 longest = len(draft.tokens)
             else:
                 longest = min(limit, self._longest[index] or limit)
@@ -195,7 +141,7 @@ class AdaptiveProposer(Proposer):
             needs_neural = False
         else:
             chosen = self.candidates[best_index].propose(request_id, best_k)
-            request.pending.add((best_index, 0), chosen.tokens[:best_k], at=request.length)
+            self.score_later(request, best_index, 0, chosen.tokens[:best_k])
             needs_neural = True
         return Draft(chosen.tokens[:best_k], chosen.source, best_expected, needs_neural=needs_neural)
 

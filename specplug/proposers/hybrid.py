@@ -26,13 +26,13 @@ would pay. Without a cost model it compares expected accepted tokens, as above, 
 drafts when a part has a draft.
 
 Both parts see every request's tokens (``start``/``extend``/``stop`` go to both), so each
-learns as if it drafted alone; acceptance of the part that did not draft is inferred from
-the verified tokens where they reach.
+learns as if it drafted alone. Every draft a part makes is scored against the tokens
+verified after it, over as many later steps as they take to reach its end: a lookup draft
+that was not chosen, or was cut short, still teaches what its later positions would have
+done (scored on the next step alone, the positions past a cut would never be observed).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -41,10 +41,9 @@ from specplug._contract import Draft, Proposer, RequestId
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug.cost import CostModel, cost_model, spec_step_times
+from specplug.proposers._composite import CompositeProposer, CompositeRequest
 from specplug.proposers._options import MethodOptions
-from specplug.proposers._parts import (
-    PositionStats, best_cut, checked_batch_size, estimate, optimism, resolve_part, score_band,
-)  # fmt: skip
+from specplug.proposers._parts import best_cut, resolve_part
 
 __all__ = ["HybridOptions", "HybridProposer"]
 
@@ -80,19 +79,12 @@ class HybridOptions(MethodOptions):
         return self
 
 
-@dataclass
-class _State:
-    lookup: PositionStats
-    neural: PositionStats
-    confirmed: PositionStats  # lookup drafts whose start the neural drafter drafted too
-    length: int = 0  # tokens so far (prompt + output), the request's KV footprint
-    lookup_draft: tuple[int, ...] = ()
-    lookup_band: int = 0
-    neural_draft: tuple[int, ...] = ()
-    confirmed_draft: tuple[int, ...] = ()
+#: the hybrid's statistics tracks: the lookup's drafts (per score band), the neural drafter's,
+#: and lookup drafts whose start the neural drafter drafted too ("confirmed")
+LOOKUP, NEURAL, CONFIRMED = 0, 1, 2
 
 
-class HybridProposer(Proposer):
+class HybridProposer(CompositeProposer):
     """Chooses per step between a neural drafter and a lookup by expected accepted tokens (or tokens/s).
 
     >>> import specplug
@@ -117,47 +109,29 @@ class HybridProposer(Proposer):
 
     name = "hybrid"
     draft_kind = "neural"
-    takes_batch_size = True
 
     def __init__(self, options: HybridOptions) -> None:
-        super().__init__()
         self.options = options
         self.neural = options.neural
-        self.lookup = resolve_part(options.lookup, "lookup")
-        self._states: dict[RequestId, _State] = {}
-        # across requests: a new request starts from what earlier ones showed
-        positions = options.max_positions
-        self._pooled_lookup = PositionStats.empty(positions)
-        self._pooled_neural = PositionStats.empty(positions)
-        self._pooled_confirmed = PositionStats.empty(positions)
-        self._steps = 0
+        self.lookup = resolve_part(options.lookup)
+        super().__init__(
+            [self.lookup, self.neural],
+            tracks=3,
+            positions=options.max_positions,
+            prior=options.prior,
+            prior_weight=options.prior_weight,
+            explore=options.explore,
+            batch_size=options.batch_size,
+        )
         self.cost = cost_model(options.cost) if options.cost is not None else None
-        self.batch_size = options.batch_size
-
-    def set_batch_size(self, batch_size: int) -> None:
-        """The engine's current batch size (an adapter calls this as its batch changes; used with a cost model)."""
-        self.batch_size = checked_batch_size(batch_size)
-
-    def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
-        self.lookup.start(request_id, prompt)
-        try:
-            self.neural.start(request_id, prompt)
-        except Exception:
-            self.lookup.stop(request_id)
-            raise
-        positions = self.options.max_positions
-        empty = PositionStats.empty
-        self._states[request_id] = _State(empty(positions), empty(positions), empty(positions), len(prompt))
 
     def acceptance(self, request_id: RequestId, lookup_band: int, *, optimistic: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Estimated acceptance per draft position of a lookup draft in ``lookup_band`` and of a
         neural draft (``optimistic``: plus its exploration bonus, as it is observed only when called)."""
-        state, options = self._states[request_id], self.options
-        lookup = estimate(state.lookup, self._pooled_lookup, lookup_band, options.prior, options.prior_weight)
-        neural = estimate(state.neural, self._pooled_neural, 0, options.prior, options.prior_weight)
+        lookup = self.estimate(request_id, LOOKUP, lookup_band)
+        neural = self.estimate(request_id, NEURAL)
         if optimistic:
-            bonus = optimism(self._pooled_neural, 0, self._steps, options.explore, options.prior_weight)
-            neural = np.minimum(neural + bonus, 1.0)
+            neural = np.minimum(neural + self.optimism(NEURAL), 1.0)
         return lookup, neural
 
     def expected(self, request_id: RequestId, *, lookup_tokens: int, lookup_band: int, neural_tokens: int) -> tuple[float, float]:
@@ -167,23 +141,20 @@ class HybridProposer(Proposer):
         neural_expected = float(np.cumprod(neural[:neural_tokens]).sum())
         return lookup_expected, neural_expected
 
-    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
-        state = self._states[request_id]
-        self._steps += 1
-        limit = min(max_tokens, self.options.max_positions)
+    def _choose(self, request_id: RequestId, request: CompositeRequest, limit: int) -> Draft:
         lookup = self.lookup.propose(request_id, limit)
-        band = score_band(lookup.score, len(lookup.tokens), limit)
-        state.lookup_draft, state.lookup_band, state.neural_draft = lookup.tokens, band, ()
+        band = self.band(lookup, limit)
+        self.score_later(request, LOOKUP, band, lookup.tokens)
         neural_tokens = min(limit, self.options.neural_max_tokens or self.neural.max_draft_tokens or limit)
         if self.cost is not None:
-            return self._propose_by_cost(request_id, state, lookup, band, neural_tokens)
+            return self._choose_by_cost(request_id, request, lookup, band, neural_tokens)
         lookup_expected, neural_expected = self.expected(
             request_id, lookup_tokens=len(lookup.tokens), lookup_band=band, neural_tokens=neural_tokens
         )
         if lookup.tokens and lookup_expected >= neural_expected - self.options.margin:
             return Draft(lookup.tokens, lookup.source, lookup_expected, needs_neural=False)
         neural = self.neural.propose(request_id, neural_tokens)
-        state.neural_draft = neural.tokens
+        self.score_later(request, NEURAL, 0, neural.tokens)
         tokens, source = neural.tokens, neural.source
         if (
             self.options.continue_with_lookup
@@ -193,10 +164,12 @@ class HybridProposer(Proposer):
             tokens, source = lookup.tokens, f"{neural.source}+{lookup.source}"
         return Draft(tokens, source, max(neural_expected, lookup_expected), needs_neural=True)
 
-    def _propose_by_cost(self, request_id: RequestId, state: _State, lookup: Draft, band: int, neural_tokens: int) -> Draft:
+    def _choose_by_cost(
+        self, request_id: RequestId, request: CompositeRequest, lookup: Draft, band: int, neural_tokens: int
+    ) -> Draft:
         # Sunk costs count: a lookup that found a draft has been charged for this step
         # whatever is chosen, and after the neural pass both drafters have.
-        cost, batch, context = self.cost, self.batch_size, state.length
+        cost, batch, context = self.cost, self.batch_size, request.length
         assert cost is not None
         lookup_p, neural_p = self.acceptance(request_id, band, optimistic=False)
         _, hopeful = self.acceptance(request_id, band)
@@ -218,7 +191,7 @@ class HybridProposer(Proposer):
             return Draft((), self.name, 0.0, needs_neural=False)
         _, neural_k, neural_expected = best_cut(neural_p[:neural_tokens], neural_times)
         neural = self.neural.propose(request_id, neural_k)
-        state.neural_draft = neural.tokens
+        self.score_later(request, NEURAL, 0, neural.tokens)
         tokens, source, expected = neural.tokens[:neural_k], neural.source, neural_expected
         if (
             self.options.continue_with_lookup
@@ -227,38 +200,16 @@ class HybridProposer(Proposer):
         ):
             # the lookup agrees with all the neural drafter drafted: price the longer draft by
             # what confirmed drafts have shown (before any: the better part per position)
-            state.confirmed_draft = lookup.tokens
-            prior = np.maximum(lookup_p, neural_p)
-            confirmed = estimate(state.confirmed, self._pooled_confirmed, 0, prior, self.options.prior_weight)
+            # a part's drafts are followed over later steps (each part learns as if it drafted
+            # alone); this is the hybrid's own combination, whose statistics describe the steps
+            # that drafted it: it is scored on what such a step verifies
+            self.score_later(request, CONFIRMED, 0, lookup.tokens, follow=False)
+            confirmed = self.estimate(request_id, CONFIRMED, prior=np.maximum(lookup_p, neural_p))
             longest = len(lookup.tokens)
             _, k, confirmed_expected = best_cut(confirmed[:longest], times(longest, ("lookup", "neural")))
             if k > len(tokens):
                 tokens, source, expected = lookup.tokens[:k], f"{neural.source}+{lookup.source}", confirmed_expected
         return Draft(tokens, source, expected, needs_neural=True)
-
-    def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
-        state = self._states[request_id]
-        self.lookup.extend(request_id, tokens)
-        self.neural.extend(request_id, tokens)
-        # each part's draft is scored as far as the verified tokens reach, chosen or not
-        if state.lookup_draft:
-            state.lookup.observe(state.lookup_band, state.lookup_draft, tokens)
-            self._pooled_lookup.observe(state.lookup_band, state.lookup_draft, tokens)
-        if state.neural_draft:
-            state.neural.observe(0, state.neural_draft, tokens)
-            self._pooled_neural.observe(0, state.neural_draft, tokens)
-        if state.confirmed_draft:
-            state.confirmed.observe(0, state.confirmed_draft, tokens)
-            self._pooled_confirmed.observe(0, state.confirmed_draft, tokens)
-        state.lookup_draft, state.neural_draft, state.confirmed_draft = (), (), ()
-        state.length += len(tokens)
-
-    def _stop(self, request_id: RequestId) -> None:
-        del self._states[request_id]
-        try:
-            self.lookup.stop(request_id)
-        finally:
-            self.neural.stop(request_id)
 
 
 @hookimpl

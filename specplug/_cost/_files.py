@@ -28,8 +28,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from specplug.cost._errors import CostModelError
-from specplug.cost._linear import DRAFT_KINDS, LinearCostModel
+from specplug._cost._linear import DRAFT_KINDS, LinearCostModel
+from specplug._errors import CostModelError
 
 __all__ = ["dump_cost_model", "load_cost_model"]
 

@@ -6,12 +6,16 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from specplug.cost._errors import CostModelError
+from specplug._contract import DRAFT_KINDS  # the drafter kinds a cost model prices: those proposers declare
+from specplug._errors import CostModelError
 
-__all__ = ["DRAFT_KINDS", "CostModel", "DraftTable", "DraftTerm", "LinearCostModel", "VerifyTerm"]
+__all__ = ["DRAFT_KINDS", "CostModel", "DraftTable", "DraftTerm", "LinearCostModel", "VerifyTerm", "check_draft_kind"]
 
-#: the kinds of drafter a cost model prices: a lookup (n-gram, suffix) or a neural head (MTP, EAGLE, draft model)
-DRAFT_KINDS = ("lookup", "neural")
+
+def check_draft_kind(model: str, kind: str) -> None:
+    """Raise naming the valid kinds unless cost model ``model`` prices drafters of ``kind``."""
+    if kind not in DRAFT_KINDS:
+        raise CostModelError(f"cost model {model!r} has no draft kind {kind!r}; valid kinds: {', '.join(DRAFT_KINDS)}")
 
 
 @runtime_checkable
@@ -110,10 +114,7 @@ class LinearCostModel(_Strict):
         return term.per_kv_token * kv_tokens + term.per_batched_token * batched_tokens + term.fixed
 
     def draft_time(self, kind: str, draft_tokens: int, kv_tokens: int, verify_time: float) -> float:
-        if kind not in DRAFT_KINDS:
-            raise CostModelError(
-                f"cost model {self.name!r} has no draft kind {kind!r}; valid kinds: {', '.join(DRAFT_KINDS)}"
-            )
+        check_draft_kind(self.name, kind)
         term: DraftTerm = getattr(self.draft, kind)
         return term.time(draft_tokens, kv_tokens, verify_time)
 

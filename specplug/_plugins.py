@@ -1,0 +1,295 @@
+"""The plugin manager and what its plugins registered: methods, cost models and peers.
+
+Nothing here runs at import time. The process-wide :class:`Catalog` is built the first time a
+name is looked up (``specplug.create()``, ``specplug.cost.cost_model()``, ``create_peer()``,
+the CLI): the hook specifications, then the core's built-in plugins, then entry points, then
+a check that no plugin implements a hook that does not exist. So importing specplug never
+imports a third-party plugin. Methods are collected when the catalog is built; cost models
+and peers on their first lookup.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from importlib import metadata
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pluggy
+from pydantic import BaseModel, ValidationError
+
+from specplug import hookspecs
+from specplug._contract import Proposer
+from specplug._cost._files import load_cost_model
+from specplug._cost._linear import CostModel
+from specplug._errors import (
+    CostModelError, InvalidOptionError, SpecplugError, UnknownMethodError, UnknownPeerError,
+)  # fmt: skip
+from specplug._registry import CostModelRegistrar, CostModelSpec, MethodRegistrar, MethodSpec, PeerRegistrar, PeerSpec
+
+__all__ = [
+    "BLOCK_ENV", "BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "Catalog", "PluginLoadError", "build_plugin_manager",
+    "cost_model", "cost_models", "create", "create_peer", "default_catalog", "method_specs", "methods",
+    "peer_specs", "reset", "validate_options",
+]  # fmt: skip
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+#: entry-point group that third-party plugins publish under
+ENTRY_POINT_GROUP = "specplug"
+#: comma-separated plugin names that are not loaded (built-in or entry-point names)
+BLOCK_ENV = "SPECPLUG_BLOCK_PLUGINS"
+#: the core's built-in plugins (its methods and cost presets), by name and module, registered
+#: before any entry point; adapters, engines and the CLI register their own, never here
+BUILTIN_PLUGINS: dict[str, str] = {
+    "specplug.ngram": "specplug.proposers.ngram",
+    "specplug.suffix": "specplug.proposers.suffix",
+    "specplug.cost": "specplug.cost._presets",
+    "specplug.hybrid": "specplug.proposers.hybrid",
+    "specplug.adaptive": "specplug.proposers.adaptive",
+}
+
+
+class PluginLoadError(SpecplugError, ImportError):
+    """An entry point that could not be imported or does not implement valid hooks."""
+
+
+# ----------------------------------------------------------------------- the manager
+
+
+def blocked_plugins(environ: dict[str, str] | None = None) -> set[str]:
+    """The plugin names blocked through ``SPECPLUG_BLOCK_PLUGINS``.
+
+    >>> sorted(blocked_plugins({BLOCK_ENV: "echo, specplug.suffix,"}))
+    ['echo', 'specplug.suffix']
+    """
+    value = (os.environ if environ is None else environ).get(BLOCK_ENV, "")
+    return {name.strip() for name in value.split(",") if name.strip()}
+
+
+def build_plugin_manager(
+    *,
+    entry_points: bool = True,
+    extra_plugins: dict[str, object] | None = None,
+) -> pluggy.PluginManager:
+    """A plugin manager with the hookspecs, built-ins, extra plugins and entry points.
+
+    ``extra_plugins`` (name -> plugin object) are registered after the built-ins;
+    tests use it for in-process plugins.
+    """
+    manager = pluggy.PluginManager(ENTRY_POINT_GROUP)
+    manager.add_hookspecs(hookspecs)
+    for name in sorted(blocked_plugins()):
+        manager.set_blocked(name)
+    for name, module in BUILTIN_PLUGINS.items():
+        if not manager.is_blocked(name):
+            manager.register(importlib.import_module(module), name=name)
+    for name, plugin in (extra_plugins or {}).items():
+        if not manager.is_blocked(name):
+            manager.register(plugin, name=name)
+    if entry_points:
+        _load_entry_points(manager)
+    manager.check_pending()
+    return manager
+
+
+def _load_entry_points(manager: pluggy.PluginManager) -> None:
+    # Our own loop rather than pluggy's load_setuptools_entrypoints: a plugin that fails
+    # to import is reported with its entry point and distribution, not swallowed or bare.
+    for entry_point in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name):
+        if manager.is_blocked(entry_point.name) or manager.has_plugin(entry_point.name):
+            continue
+        distribution = getattr(entry_point.dist, "name", "?")
+        try:
+            plugin = entry_point.load()
+            manager.register(plugin, name=entry_point.name)
+        except Exception as error:  # noqa: BLE001 - re-raised with the plugin named
+            raise PluginLoadError(
+                f"specplug plugin {entry_point.name!r} ({entry_point.value}, from distribution "
+                f"{distribution}) failed to load: {type(error).__name__}: {error}. "
+                f"Block it with {BLOCK_ENV}={entry_point.name}"
+            ) from error
+
+
+# -------------------------------------------------------------------- option checks
+
+
+def _describe(subject: str, options: type[BaseModel], error: ValidationError) -> str:
+    problems = []
+    for item in error.errors():
+        option = ".".join(str(part) for part in item["loc"]) or "(options)"
+        if item["type"] == "extra_forbidden":
+            problems.append(f"unknown option {option!r}")
+        else:
+            problems.append(f"option {option} = {item.get('input')!r:.60}: {item['msg']}")
+    valid = ", ".join(options.model_fields) or "(none)"
+    return f"{subject}: " + "; ".join(problems) + f". Valid options: {valid}"
+
+
+def validate_options(subject: str, options: type[ModelT], values: dict[str, Any]) -> ModelT:
+    """``options`` validated from ``values``, or an InvalidOptionError naming ``subject`` and each problem.
+
+    >>> from specplug.proposers.ngram import NgramOptions
+    >>> validate_options("method 'ngram'", NgramOptions, {"min_n": 0})
+    Traceback (most recent call last):
+    ...
+    specplug._errors.InvalidOptionError: method 'ngram': option min_n = 0: Input should be greater than or equal to 1. Valid options: ...
+    """
+    try:
+        return options.model_validate(values)
+    except ValidationError as error:
+        raise InvalidOptionError(_describe(subject, options, error)) from None
+
+
+def _created(subject: str, origin: str, proposer: object) -> Proposer:
+    if not isinstance(proposer, Proposer):
+        raise TypeError(f"{subject} ({origin}) returned {proposer!r}, not a specplug.Proposer")
+    return proposer
+
+
+# ---------------------------------------------------------------------- the catalog
+
+
+class Catalog:
+    """What the plugins of one plugin manager registered: methods now, cost models and peers when first asked for."""
+
+    def __init__(self, manager: pluggy.PluginManager) -> None:
+        self.manager = manager
+        registrar = MethodRegistrar()
+        manager.hook.specplug_register_methods(registrar=registrar)
+        self.specs: dict[str, MethodSpec] = registrar.specs()
+        self._lock = threading.RLock()  # re-entrant: a plugin's hook may look a cost model up
+        self._cost_models: dict[str, CostModelSpec] | None = None
+        self._peers: dict[str, PeerSpec] | None = None
+
+    # -------------------------------------------------------------- methods
+    def methods(self) -> list[str]:
+        return list(self.specs)
+
+    def spec(self, name: object) -> MethodSpec:
+        if not isinstance(name, str) or name not in self.specs:
+            raise UnknownMethodError(name, self.methods())
+        return self.specs[name]
+
+    def create(self, name: str, **options: Any) -> Proposer:
+        spec = self.spec(name)
+        validated = validate_options(f"method {name!r}", spec.options, options)
+        return _created(f"method {name!r}", spec.origin, spec.factory(validated))
+
+    # ---------------------------------------------------------- cost models
+    def cost_models(self) -> dict[str, CostModelSpec]:
+        """The named cost models, collected through ``specplug_register_cost_models`` on first use."""
+        with self._lock:
+            if self._cost_models is None:
+                registrar = CostModelRegistrar()
+                self.manager.hook.specplug_register_cost_models(registrar=registrar)
+                self._cost_models = registrar.specs()
+            return dict(self._cost_models)
+
+    # ---------------------------------------------------------------- peers
+    def peers(self) -> dict[str, PeerSpec]:
+        """The peers, collected through ``specplug_register_peers`` on first use."""
+        with self._lock:
+            if self._peers is None:
+                registrar = PeerRegistrar()
+                self.manager.hook.specplug_register_peers(registrar=registrar)
+                self._peers = registrar.specs()
+            return dict(self._peers)
+
+    def create_peer(self, name: str, **options: Any) -> Proposer:
+        peers = self.peers()
+        if not isinstance(name, str) or name not in peers:
+            raise UnknownPeerError(name, list(peers))
+        spec = peers[name]
+        validated = validate_options(f"peer {name!r}", spec.options, options)
+        return _created(f"peer {name!r}", spec.origin, spec.factory(validated))
+
+
+_lock = threading.Lock()
+_default: Catalog | None = None
+
+
+def default_catalog() -> Catalog:
+    """The process-wide catalog, built on first use (built-ins, then entry points)."""
+    global _default
+    with _lock:
+        if _default is None:
+            _default = Catalog(build_plugin_manager())
+        return _default
+
+
+def reset() -> None:
+    """Forget the process-wide catalog, so the next use rebuilds it (plugins changed)."""
+    global _default
+    with _lock:
+        _default = None
+
+
+# ------------------------------------------------------------- the public lookups
+
+
+def methods() -> list[str]:
+    """The names of all registered methods, sorted.
+
+    >>> {"ngram", "suffix"} <= set(methods())
+    True
+    """
+    return default_catalog().methods()
+
+
+def method_specs() -> dict[str, MethodSpec]:
+    """The registered methods with their summaries and options."""
+    return dict(default_catalog().specs)
+
+
+def create(name: str, **options: Any) -> Proposer:
+    """Create a proposer of method ``name`` with its options.
+
+    >>> proposer = create("ngram", min_n=1, max_n=2)
+    >>> proposer.start("r", [1, 2, 3, 1, 2])
+    >>> proposer.propose("r", 2).tokens
+    (3, 1)
+    """
+    return default_catalog().create(name, **options)
+
+
+def peer_specs() -> dict[str, PeerSpec]:
+    """The registered peers (other engines' drafting code behind the contract) by name, sorted."""
+    return default_catalog().peers()
+
+
+def create_peer(name: str, **options: Any) -> Proposer:
+    """Create peer ``name`` with its options; an unknown name or option is an error listing the valid ones.
+
+    >>> create_peer("nope")
+    Traceback (most recent call last):
+    ...
+    specplug._errors.UnknownPeerError: unknown peer 'nope'; valid peers: ...
+    """
+    return default_catalog().create_peer(name, **options)
+
+
+def cost_models() -> dict[str, CostModelSpec]:
+    """The named cost models that all plugins registered, sorted by name."""
+    return default_catalog().cost_models()
+
+
+def cost_model(spec: CostModel | str | Path) -> CostModel:
+    """A cost model from a :class:`CostModel`, a registered name or the path of a TOML file.
+
+    >>> cost_model("llama-3.1-8b-h100").verify.fixed
+    0.00588590713
+    """
+    if isinstance(spec, CostModel) and not isinstance(spec, (str, Path)):
+        return spec
+    if isinstance(spec, Path) or (isinstance(spec, str) and spec.endswith(".toml")):
+        return load_cost_model(spec)
+    models = cost_models()
+    if isinstance(spec, str) and spec in models:
+        return models[spec].model
+    raise CostModelError(
+        f"unknown cost model {spec!r:.60}; valid names: {', '.join(models) or '(none)'}, "
+        "or the path of a .toml file"
+    )

@@ -1,0 +1,77 @@
+"""The composite base shared by hybrid and adaptive: the parts' lifecycle and later-step scoring."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import specplug
+from specplug.proposers._pending import PendingDrafts
+from specplug.proposers._parts import PositionStats
+from tests._scripted import Oracle
+
+
+class _Broken(Oracle):
+    """A lookup part that fails on start or stop, when told to."""
+
+    def __init__(self, outputs, *, fail_start=False, fail_stop=False):
+        super().__init__(outputs, lambda pos: 1, name="broken", kind="lookup")
+        self.fail_start, self.fail_stop = fail_start, fail_stop
+
+    def _start(self, rid, prompt):
+        if self.fail_start:
+            raise RuntimeError("start failed")
+        super()._start(rid, prompt)
+
+    def _stop(self, rid):
+        super()._stop(rid)
+        if self.fail_stop:
+            raise RuntimeError("stop failed")
+
+
+def _composites(first, second):
+    yield "hybrid", specplug.create("hybrid", lookup=first, neural=second)
+    yield "adaptive", specplug.create("adaptive", candidates=[first, second])
+
+
+@pytest.mark.parametrize("method", ["hybrid", "adaptive"])
+def test_a_part_that_fails_to_start_leaves_no_part_holding_the_request(method):
+    outputs = {"r": list(range(10, 40))}
+    first, broken = Oracle(outputs, lambda pos: 1, kind="lookup", name="ok"), _Broken(outputs, fail_start=True)
+    composite = dict(_composites(first, broken))[method]
+    with pytest.raises(RuntimeError, match="start failed"):
+        composite.start("r", [1, 2])
+    assert "r" not in first and "r" not in composite
+    broken.fail_start = False
+    composite.start("r", [1, 2])  # nothing was left behind: the request starts cleanly now
+    assert "r" in first and "r" in broken
+
+
+@pytest.mark.parametrize("method", ["hybrid", "adaptive"])
+def test_stop_stops_every_part_and_reports_the_first_error(method):
+    outputs = {"r": list(range(10, 40))}
+    broken, last = _Broken(outputs, fail_stop=True), Oracle(outputs, lambda pos: 1)
+    composite = dict(_composites(broken, last))[method]
+    composite.start("r", [1, 2])
+    with pytest.raises(RuntimeError, match="stop failed"):
+        composite.stop("r")
+    assert "r" not in last and "r" not in broken and "r" not in composite
+
+
+def test_each_position_of_a_waiting_draft_is_scored_once_as_the_verified_text_reaches_it():
+    pending, stats = PendingDrafts(), PositionStats.empty(8)
+    pending.add("k", (1, 2, 3, 4, 5, 6), at=0)
+    for at, tokens in ((0, [1, 2]), (2, [3]), (3, [4, 7, 8]), (6, [9])):
+        for _, draft, truth, scored in pending.extend(np.array(tokens), at=at):
+            stats.observe(0, draft, truth, scored)
+    # positions 1-4 matched, the fifth was contradicted (7 for 5), the sixth was never reached
+    assert stats.drafted[0].tolist() == [1, 1, 1, 1, 1, 0, 0, 0]
+    assert stats.accepted[0].tolist() == [1, 1, 1, 1, 0, 0, 0, 0]
+
+
+def test_a_draft_not_followed_is_scored_on_the_next_tokens_only():
+    pending = PendingDrafts()
+    pending.add("once", (1, 2, 3), at=0, follow=False)
+    pending.add("followed", (1, 2, 3), at=0)
+    assert [key for key, *_ in pending.extend(np.array([1]), at=0)] == ["once", "followed"]
+    assert [key for key, *_ in pending.extend(np.array([2, 3]), at=1)] == ["followed"]
