@@ -176,7 +176,24 @@ class Catalog:
     def create(self, name: str, **options: Any) -> Proposer:
         spec = self.spec(name)
         validated = validate_options(f"method {name!r}", spec.options, options)
-        return _created(f"method {name!r}", spec.origin, spec.factory(validated))
+        return _created(f"method {name!r}", spec.origin, spec.factory(self._resolved(spec, validated)))
+
+    def _resolved(self, spec: MethodSpec, options: BaseModel) -> BaseModel:
+        """``options`` with the parts and the cost model its capabilities declare resolved from
+        names: a composite's factory receives objects, so no method module looks the registries
+        up itself (which would make the registry and the methods it loads import each other)."""
+        capabilities = spec.capabilities
+        updates: dict[str, Any] = {}
+        for option in capabilities.part_options:
+            value = getattr(options, option)
+            if isinstance(value, str):
+                updates[option] = self.create(value)
+            elif isinstance(value, (list, tuple)) and any(isinstance(item, str) for item in value):
+                updates[option] = type(value)(self.create(item) if isinstance(item, str) else item for item in value)
+        option = capabilities.cost_option
+        if option is not None and isinstance(getattr(options, option), (str, Path)):
+            updates[option] = cost_model(getattr(options, option))
+        return options.model_copy(update=updates) if updates else options
 
     # ---------------------------------------------------------- cost models
     def cost_models(self) -> dict[str, CostModelSpec]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from specplug import _catalog
+from specplug import _plugins
 
 # CI runs a fixed set of examples so that a green run is reproducible; locally they vary.
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
@@ -20,9 +20,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 @pytest.fixture
 def fresh_catalog():
     """Rebuild the process-wide catalog before and after the test (plugins may change)."""
-    _catalog.reset()
+    _plugins.reset()
     yield
-    _catalog.reset()
+    _plugins.reset()
 
 
 @pytest.fixture
@@ -35,5 +35,5 @@ def relay_distribution(tmp_path, monkeypatch, fresh_catalog):
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: specplug-relay\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[specplug]\nrelay = specplug_relay_plugin\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    _catalog.reset()
+    _plugins.reset()
     return tmp_path

@@ -20,6 +20,7 @@ import pytest
 
 PACKAGES = ("specplug", "specplug_adapters")
 #: inference engines and GPU stacks: the core and the engine layer never import them
+_IMPORTERS = frozenset({"import_module", "__import__", "find_spec"})
 ENGINE_LIBRARIES = frozenset({"vllm", "llama_cpp", "sglang", "tensorrt_llm", "torch", "triton", "arctic_inference"})
 
 
@@ -77,6 +78,20 @@ def _imports(module: str, path: Path, known: set[str]) -> set[str]:
             name = name.rsplit(".", 1)[0]
         targets.add(name if name in known else name.split(".")[0])
 
+    # module names as strings count where code can import them: importlib's arguments and the
+    # entries of literal tables (a plugin list); a logger named like its module does not
+    named: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in _IMPORTERS:
+            named.extend(node.args[:1])
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            named.extend(node.elts)
+        elif isinstance(node, ast.Dict):  # values: a plugin table's keys are plugin names
+            named.extend(node.values)
+    for node in named:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in known:
+            targets.add(node.value)
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -89,8 +104,6 @@ def _imports(module: str, path: Path, known: set[str]) -> set[str]:
                 base = ".".join([*anchor, base] if base else anchor)
             for alias in node.names:
                 add(f"{base}.{alias.name}")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value and node.value in known:
-            targets.add(node.value)  # importlib.import_module("specplug.x") and plugin tables
     targets.discard(module)
     return targets
 

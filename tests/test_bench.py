@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import specplug
-from specplug import _catalog
-from specplug._manager import build_plugin_manager
+from specplug import _plugins
+from specplug._plugins import build_plugin_manager
 from specplug.cli import main
 from specplug.cost import cost_model
 from specplug.lab.bench import parse_method, run_benchmark
@@ -193,10 +193,10 @@ class _FailingPlugin:
 
 @pytest.fixture
 def failing_catalog():
-    _catalog.reset()
-    _catalog._default = _catalog.Catalog(build_plugin_manager(extra_plugins={"failing": _FailingPlugin()}))
+    _plugins.reset()
+    _plugins._default = _plugins.Catalog(build_plugin_manager(extra_plugins={"failing": _FailingPlugin()}))
     yield
-    _catalog.reset()
+    _plugins.reset()
 
 
 def test_a_raising_proposer_fails_its_rows_and_the_rest_completes(failing_catalog):

@@ -143,11 +143,18 @@ def test_a_duplicate_peer_from_two_plugins_is_an_error():
 
 
 def test_the_core_registers_no_peer_and_no_command(fresh_catalog):
-    from specplug._plugins import BUILTIN_PLUGINS, default_catalog
+    from specplug._plugins import BUILTIN_PLUGINS, Catalog
 
-    assert specplug.peer_specs() == {}
+    core_only = Catalog(build_plugin_manager(entry_points=False))
+    assert core_only.peers() == {}
     assert all(module.startswith(("specplug.proposers.", "specplug.cost.")) for module in BUILTIN_PLUGINS.values())
-    assert not default_catalog().manager.hook.specplug_add_commands.get_hookimpls()
+    assert not core_only.manager.hook.specplug_add_commands.get_hookimpls()
+
+
+def test_the_lab_peers_register_through_their_entry_point(fresh_catalog):
+    specs = specplug.peer_specs()
+    assert sorted(specs) == ["arctic-suffix", "sglang-ngram", "vllm-ngram"]
+    assert all(spec.origin.startswith("specplug.lab.peers.") for spec in specs.values())
 
 
 def test_peer_registrar_checks_factory_and_options():

@@ -36,6 +36,7 @@ from specplug.engine import capabilities_of
 from specplug_adapters.vllm import _config
 from specplug_adapters.vllm._compat import installed_vllm_version, version_problem
 from specplug_adapters.vllm._import_hook import when_imported
+from specplug_adapters.vllm._installed import installed, mark_installed
 from specplug_adapters.vllm._stats import LOGGER_NAME
 
 __all__ = ["DISABLE_ENV", "RUNNER_MODULE", "installed", "register"]
@@ -50,21 +51,13 @@ RUNNER_MODULE = "vllm.v1.worker.gpu_model_runner"
 _MARK = "__specplug_wraps__"
 
 _lock = threading.Lock()
-_installed: set[str] = set()
-
-
-def installed() -> frozenset[str]:
-    """The concerns patched in this process: ``config``, ``cli``, ``hybrid`` (empty when off)."""
-    return frozenset(_installed)
-
-
 def register() -> None:
     """vLLM's entry point (``vllm.general_plugins``): idempotent, never raises into vLLM."""
     with _lock:
         if os.environ.get(DISABLE_ENV, "1").strip().lower() in ("0", "false", "off", "no"):
             log.info("specplug vLLM plugin switched off by %s", DISABLE_ENV)
             return
-        if _installed:
+        if installed():
             return
         problem = version_problem(installed_vllm_version())
         if problem:
@@ -72,7 +65,7 @@ def register() -> None:
         for concern, install in (("config", _install_config), ("cli", _install_cli)):
             try:
                 install()
-                _installed.add(concern)
+                mark_installed(concern)
             except Exception:  # noqa: BLE001 - a plugin that raises here stops vLLM itself
                 log.error("specplug: could not install its %s support into vLLM; it stays off", concern,
                           exc_info=True)
@@ -188,7 +181,7 @@ def _install_hybrid(module: Any) -> None:
 
     setattr(propose_draft_token_ids, _MARK, True)
     runner_class.propose_draft_token_ids = propose_draft_token_ids
-    _installed.add("hybrid")
+    mark_installed("hybrid")
 
 
 def _overlay_for(runner: Any) -> Any:

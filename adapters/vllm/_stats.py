@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from specplug.engine import read_stats
+from specplug_adapters.vllm._installed import installed
 
 __all__ = ["LOGGER_NAME", "read_stats", "stats_details", "stats_options"]
 
@@ -34,8 +35,6 @@ def stats_options(settings: Any) -> dict[str, Any]:
 
 def stats_details(settings: Any) -> dict[str, object]:
     """What a stats file records besides counts: the method's options and the plugin's state here."""
-    from specplug_adapters.vllm._plugin import installed
-
     options = {key: value for key, value in getattr(settings, "options", {}).items() if _is_json(value)}
     return {"options": options, "vllm_plugin": sorted(installed())}
 

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specplug._catalog import default_catalog
+from specplug._plugins import default_catalog
 from specplug._errors import SpecplugError
 from specplug._version import __version__
 from specplug.cli._bench import bench_command

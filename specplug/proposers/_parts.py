@@ -3,22 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from specplug._contract import Proposer
 from specplug._errors import InvalidOptionError
-from specplug._plugins import create
 
 __all__ = [
     "BANDS", "SCORE_BANDS", "PositionStats", "best_cut", "checked_batch_size", "estimate", "optimism",
-    "resolve_part", "score_band",
+    "resolved", "score_band",
 ]  # fmt: skip
 
 
-def resolve_part(part: Proposer | str) -> Proposer:
-    """A proposer object as given, or one created by method name with default options."""
-    return part if isinstance(part, Proposer) else create(part)
+def resolved(value: object, option: str) -> Any:
+    """``value`` of a part or cost option, which ``specplug.create`` resolves from a name before
+    the method's factory runs (the option is declared in the method's capabilities); a name here
+    means the factory was called directly, which cannot look names up."""
+    if isinstance(value, (str, Path)):
+        raise InvalidOptionError(
+            f"option {option} = {value!r} is a name; create the method with specplug.create(), which "
+            "resolves method and cost-model names, or pass the object"
+        )
+    return value
 
 
 #: score bands of a lookup's drafts, 1.5 per doubling of 1 + score: None, [0, 0.59), [0.59, 1.52),

@@ -26,10 +26,11 @@ from pydantic import Field, field_validator
 from specplug._contract import Draft, Proposer, RequestId
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodCapabilities, MethodRegistrar
-from specplug.cost import CostModel, cost_model, plain_step_time, spec_step_times
+from specplug._cost._linear import CostModel
+from specplug.cost._steps import plain_step_time, spec_step_times
 from specplug.proposers._composite import CompositeProposer, CompositeRequest
 from specplug.proposers._options import MethodOptions
-from specplug.proposers._parts import best_cut, resolve_part
+from specplug.proposers._parts import best_cut, resolved
 
 __all__ = ["AdaptiveOptions", "AdaptiveProposer"]
 
@@ -78,7 +79,7 @@ class AdaptiveProposer(CompositeProposer):
 
     def __init__(self, options: AdaptiveOptions) -> None:
         self.options = options
-        self.candidates = [resolve_part(item) for item in options.candidates]
+        self.candidates: list[Proposer] = [resolved(item, "candidates") for item in options.candidates]
         # one statistics track per candidate, in the order given
         super().__init__(
             self.candidates,
@@ -92,7 +93,7 @@ class AdaptiveProposer(CompositeProposer):
         self.kinds = [candidate.draft_kind for candidate in self.candidates]
         if "neural" in self.kinds:
             self.draft_kind = "neural"
-        self.cost = cost_model(options.cost)
+        self.cost: CostModel = resolved(options.cost, "cost")
         # a drafter with a fixed length (an MTP head drafts k tokens) is never asked for more
         self._longest = [candidate.max_draft_tokens for candidate in self.candidates]
 

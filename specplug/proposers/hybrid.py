@@ -40,10 +40,11 @@ from pydantic import Field, field_validator, model_validator
 from specplug._contract import Draft, Proposer, RequestId
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodCapabilities, MethodRegistrar
-from specplug.cost import CostModel, cost_model, spec_step_times
+from specplug._cost._linear import CostModel
+from specplug.cost._steps import spec_step_times
 from specplug.proposers._composite import CompositeProposer, CompositeRequest
 from specplug.proposers._options import MethodOptions
-from specplug.proposers._parts import best_cut, resolve_part
+from specplug.proposers._parts import best_cut, resolved
 
 __all__ = ["HybridOptions", "HybridProposer"]
 
@@ -113,7 +114,7 @@ class HybridProposer(CompositeProposer):
     def __init__(self, options: HybridOptions) -> None:
         self.options = options
         self.neural = options.neural
-        self.lookup = resolve_part(options.lookup)
+        self.lookup: Proposer = resolved(options.lookup, "lookup")
         super().__init__(
             [self.lookup, self.neural],
             tracks=3,
@@ -123,7 +124,7 @@ class HybridProposer(CompositeProposer):
             explore=options.explore,
             batch_size=options.batch_size,
         )
-        self.cost = cost_model(options.cost) if options.cost is not None else None
+        self.cost: CostModel | None = resolved(options.cost, "cost")
 
     def acceptance(self, request_id: RequestId, lookup_band: int, *, optimistic: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Estimated acceptance per draft position of a lookup draft in ``lookup_band`` and of a

@@ -55,7 +55,7 @@ def _decode_seconds(server: LlamaServer, tokens: list[int], kv: int, count: int 
 
 def _lookup_seconds() -> float:
     """The suffix proposer's time per step (propose + extend) on a repetitive stream."""
-    from specplug._catalog import create
+    from specplug._plugins import create
 
     proposer = create("suffix")
     rng = np.random.default_rng(0)

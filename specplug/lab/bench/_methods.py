@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specplug import InvalidOptionError, MethodSpec, Proposer, UnknownMethodError, create, method_specs
-from specplug._catalog import validate_options
+from specplug._plugins import validate_options
 from specplug.cost import CostModel
 from specplug.lab.bench._metered import Metered
 from specplug.lab.bench._neural import TraceNeuralProposer

@@ -1,40 +1,22 @@
-"""Peers (vLLM's NgramProposer, SGLang's NgramCorpus, Arctic's suffix decoding) through ``specplug.lab.peers``.
+"""Peers (vLLM's NgramProposer, SGLang's NgramCorpus, Arctic's suffix decoding, any plugin's) by name.
 
-The wrappers live in ``specplug.lab.peers`` (another part of the project); the benchmark only
-names them. When that module or a peer's engine is not installed, the names are still
-listed and creating one fails with the reason.
+They come from the core's peer registry (``specplug.peer_specs()``); the lab's own register
+through its entry point. A peer whose engine is not installed is still listed, and creating it
+fails with the reason.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from specplug._contract import Proposer
-from specplug._errors import SpecplugError
+from specplug import Proposer, create_peer as _create_peer, peer_specs
 
 __all__ = ["create_peer", "peer_names"]
 
 
-class PeerUnavailableError(SpecplugError, RuntimeError):
-    """A peer whose wrapper or engine is not installed here."""
-
-
-def _module():
-    try:
-        import specplug.lab.peers as peers  # noqa: PLC0415 - optional part
-    except ImportError as error:
-        raise PeerUnavailableError(f"specplug.lab.peers is not available: {error}") from None
-    return peers
-
-
 def peer_names() -> list[str]:
-    try:
-        peers = _module()
-    except PeerUnavailableError:
-        return []
-    return list(peers.peer_names()) if hasattr(peers, "peer_names") else []
+    return sorted(peer_specs())
 
 
 def create_peer(name: str, options: dict[str, Any]) -> Proposer:
-    peers = _module()
-    return peers.create_peer(name, **options)
+    return _create_peer(name, **options)

@@ -8,16 +8,13 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from specplug._catalog import validate_options as validate_method_options
 from specplug._errors import SpecplugError
 
 __all__ = [
     "PeerNotInstalledError",
     "PeerOptions",
     "TokenTail",
-    "UnknownPeerError",
     "leaf_paths",
-    "validate_options",
 ]
 
 #: the script that installs the peers, named in every not-installed error
@@ -35,22 +32,11 @@ class PeerNotInstalledError(SpecplugError, ImportError):
         )
 
 
-class UnknownPeerError(SpecplugError, KeyError):
-    """A peer name that specplug.lab.peers does not know."""
-
-    def __str__(self) -> str:  # KeyError would otherwise quote the whole message
-        return str(self.args[0])
-
-
 class PeerOptions(BaseModel):
     """Options of one peer: unknown keys and loose types are errors, as for methods."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-
-def validate_options(peer: str, model: type[PeerOptions], options: dict[str, object]) -> PeerOptions:
-    """``model`` validated from ``options``, or an InvalidOptionError that names each problem."""
-    return validate_method_options(f"peer {peer!r}", model, options)
 
 
 class TokenTail:
