@@ -21,6 +21,7 @@ from llama_cpp import Llama
 from llama_cpp.llama_speculative import LlamaDraftModel
 
 from specplug import accepted_prefix
+from specplug.engine import HistorySync
 from specplug.lab.llamacpp._measure import Measurement, Setting, first_divergence
 
 __all__ = ["CountingDraftModel", "DraftFactory", "measure_draft_models"]
@@ -39,17 +40,16 @@ class CountingDraftModel(LlamaDraftModel):
     def __init__(self, inner: LlamaDraftModel) -> None:
         self.inner = inner
         self.stats: dict[str, int] = {"drafted": 0, "accepted": 0}
-        self._history = np.empty(0, dtype=np.intc)
+        self._sync = HistorySync()
         self._draft = np.empty(0, dtype=np.intc)
 
     def __call__(self, input_ids: Any, /, **kwargs: Any) -> Any:
-        ids = np.array(input_ids, dtype=np.intc, copy=True)
-        known = len(self._history)
-        if len(ids) >= known and np.array_equal(ids[:known], self._history):
-            self.stats["accepted"] += accepted_prefix(self._draft, ids[known:])
-        draft = np.asarray(self.inner(ids, **kwargs), dtype=np.intc)
+        gained = self._sync.advance(input_ids)
+        if gained is not None:
+            self.stats["accepted"] += accepted_prefix(self._draft, gained)
+        draft = np.asarray(self.inner(np.array(input_ids, dtype=np.intc, copy=True), **kwargs), dtype=np.intc)
         self.stats["drafted"] += len(draft)
-        self._history, self._draft = ids, draft
+        self._draft = draft
         return draft
 
 
