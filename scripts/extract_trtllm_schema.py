@@ -208,14 +208,14 @@ def _resolve(name: str, classes: dict[str, dict[str, Any]], seen: tuple[str, ...
     own = classes[name]
     merged: dict[str, Any] = {"fields": {}, "validators": [], "extra": own.get("extra"), "supports_backend": own.get("supports_backend")}
     for base in reversed(own["bases"]):
+        if base in FORBIDDING_BASES:
+            merged["extra"] = merged["extra"] or "forbid"
         if base in classes and base not in seen:
             parent = _resolve(base, classes, (*seen, name))
             merged["fields"].update(parent["fields"])
             merged["validators"] += parent["validators"]
             merged["extra"] = merged["extra"] or parent["extra"]
             merged["supports_backend"] = merged["supports_backend"] or parent["supports_backend"]
-        elif base in FORBIDDING_BASES:
-            merged["extra"] = merged["extra"] or "forbid"
     merged["fields"].update(own["fields"])
     # a subclass's validator of the same name replaces the base's (Python method lookup)
     names = {validator["name"] for validator in own["validators"]}
