@@ -36,7 +36,7 @@ _USER_PROVIDED = "User_Provided"
 @functools.lru_cache(maxsize=1)
 def load_schema() -> dict[str, Any]:
     """The schema shipped in ``specplug_adapters/trtllm/data/llm_args_schema.json``."""
-    text = (resources.files("specplug_adapters.trtllm") / "data" / "llm_args_schema.json").read_text(encoding="utf-8")
+    text = (resources.files(__package__) / "data" / "llm_args_schema.json").read_text(encoding="utf-8")
     return json.loads(text)
 
 
