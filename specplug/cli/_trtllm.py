@@ -1,0 +1,72 @@
+"""``specplug trtllm``: serve with a specplug drafter, check model.yaml files, tune the native presets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from specplug._hookimpl import hookimpl
+
+app = typer.Typer(
+    name="trtllm",
+    help="TensorRT-LLM: trtllm-serve with a specplug drafter, model.yaml checks, tuned presets.",
+    no_args_is_help=True,
+)
+
+
+@app.command(
+    "serve",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": ["--specplug-help"]},
+)
+def serve_command(ctx: typer.Context) -> None:
+    """trtllm-serve MODEL --config model.yaml [options], with the file's `specplug:` block as the drafter.
+
+    Every argument is trtllm-serve's; the model.yaml is checked before TensorRT-LLM starts.
+    (--specplug-help shows this; --help goes to trtllm-serve.)
+    """
+    from specplug_adapters.trtllm._launcher import serve
+
+    raise typer.Exit(serve(list(ctx.args)))
+
+
+@app.command("check")
+def check_command(
+    files: list[Path] = typer.Argument(..., help="model.yaml files (trtllm-serve --config)"),
+    backend: str = typer.Option("pytorch", "--backend", help="the backend trtllm-serve will run"),
+) -> None:
+    """Check model.yaml files against TensorRT-LLM's config schema and specplug's methods."""
+    from specplug_adapters.trtllm._launcher import read_yaml
+    from specplug_adapters.trtllm._schema import check_model_yaml, schema_origin
+
+    for path in files:
+        checked = check_model_yaml(read_yaml(path), str(path), backend=backend)
+        what = f"specplug {checked.settings.method}" if checked.settings else "TensorRT-LLM native"
+        typer.echo(f"{path}: ok ({what}; schema {schema_origin()})")
+
+
+@app.command("tune")
+def tune_command(
+    cost: str = typer.Option("llama-3.1-8b-h100", "--cost", help="cost model: preset name or .toml file"),
+    write: Path = typer.Option(None, "--write", help="write the tuned presets into this folder (e.g. presets/trtllm)"),
+) -> None:
+    """Tune TensorRT-LLM's native knobs (sa_config threshold, draft_len_schedule, NGram, SA) by trace replay (modeled)."""
+    from specplug_adapters.trtllm._tune import render_presets, tune
+
+    report = tune(cost=cost, progress=lambda message: typer.echo(f"replaying: {message}", err=True))
+    typer.echo(report.table())
+    typer.echo(f"\nchosen: {report.chosen}")
+    if write is not None:
+        write.mkdir(parents=True, exist_ok=True)
+        for name, text in render_presets(report).items():
+            (write / name).write_text(text, encoding="utf-8")
+            typer.echo(f"wrote {write / name}")
+
+
+@hookimpl
+def specplug_add_commands(app: typer.Typer) -> None:  # noqa: F811 - the hook's parameter name is fixed
+    app.add_typer(_group(), name="trtllm")
+
+
+def _group() -> typer.Typer:
+    return app
