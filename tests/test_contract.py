@@ -1,4 +1,4 @@
-"""The contract as DESIGN.md states it, and clear errors for every misuse."""
+"""The contract (README and docs/architecture.md) as a user relies on it, and clear errors for every misuse."""
 
 from __future__ import annotations
 

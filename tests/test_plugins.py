@@ -12,6 +12,7 @@ from specplug import _plugins
 from specplug._plugins import PluginLoadError, build_plugin_manager
 from specplug._registry import MethodRegistrar
 from specplug.cli import build_app
+from tests.conftest import install_distribution
 from specplug.proposers.ngram import NgramOptions, NgramProposer
 
 THROWAWAY = '''
@@ -54,14 +55,7 @@ def specplug_add_commands(app):
 @pytest.fixture
 def throwaway_distribution(tmp_path, monkeypatch, fresh_catalog):
     """A real installed distribution (a .dist-info on sys.path) publishing a `specplug` entry point."""
-    (tmp_path / "specplug_echo_plugin.py").write_text(textwrap.dedent(THROWAWAY))
-    info = tmp_path / "specplug_echo-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: specplug-echo\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[specplug]\necho = specplug_echo_plugin\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    _plugins.reset()
-    return tmp_path
+    return install_distribution(tmp_path, monkeypatch, "specplug-echo", "specplug_echo_plugin", textwrap.dedent(THROWAWAY))
 
 
 def test_builtin_methods_are_registered(fresh_catalog):

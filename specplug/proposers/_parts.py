@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 
-from specplug._contract import Proposer
 from specplug._errors import InvalidOptionError
 
 __all__ = [

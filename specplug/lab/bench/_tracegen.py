@@ -19,7 +19,7 @@ from specplug import InvalidOptionError, accepted_prefix
 from specplug.lab.bench.llama_server import LlamaServer
 from specplug.lab.trace import NeuralTrace, TraceRecord
 
-__all__ = ["PROMPT_SETS", "generate_records", "load_prompt_sets", "neural_acceptance"]
+__all__ = ["PROMPT_SETS", "first_user_turns", "generate_records", "load_prompt_sets", "neural_acceptance"]
 
 #: shipped prompt sets by workload name
 PROMPT_SETS = {
@@ -54,6 +54,21 @@ def load_prompt_sets(names: Sequence[str]) -> list[dict[str, Any]]:
                     raise InvalidOptionError(f"{label}:{number}: field {field} is missing")
             scripts.append(item)
     return scripts
+
+
+
+def first_user_turns(name: str, count: int) -> list[list[dict[str, str]]]:
+    """The first ``count`` scripts of prompt set ``name``, each cut to its first user message, as chats.
+
+    >>> chats = first_user_turns("code-edit", 2)
+    >>> len(chats), chats[0][0]["role"]
+    (2, 'user')
+    """
+    chats = []
+    for item in load_prompt_sets([name])[:count]:
+        message = next(step for step in item["script"] if step.get("role") == "user")
+        chats.append([{"role": "user", "content": message["content"]}])
+    return chats
 
 
 def generate_records(

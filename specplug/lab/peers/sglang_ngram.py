@@ -28,7 +28,7 @@ from pydantic import Field
 
 from specplug._contract import Draft, Proposer, RequestId
 from specplug._errors import SpecplugError
-from specplug.lab.peers._common import SETUP_HINT, PeerNotInstalledError, PeerOptions, leaf_paths
+from specplug.lab.peers._common import PeerNotInstalledError, PeerOptions, leaf_paths
 
 __all__ = ["PeerWorkerError", "SglangNgramOptions", "SglangNgramPeer", "default_peers_python"]
 
