@@ -51,7 +51,7 @@ def tune_command(
     write: Path = typer.Option(None, "--write", help="write the tuned presets into this folder (e.g. presets/trtllm)"),
 ) -> None:
     """Tune TensorRT-LLM's native knobs (sa_config threshold, draft_len_schedule, NGram, SA) by trace replay (modeled)."""
-    from specplug_adapters.trtllm._tune import render_presets, tune
+    from specplug.lab.trtllm import render_presets, tune
 
     report = tune(cost=cost, progress=lambda message: typer.echo(f"replaying: {message}", err=True))
     typer.echo(report.table())
