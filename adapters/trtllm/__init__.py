@@ -29,7 +29,6 @@ from specplug_adapters.trtllm._compat import (
 )
 from specplug_adapters.trtllm._schema import check_model_yaml, check_speculative_config, load_schema, schema_origin
 from specplug_adapters.trtllm._settings import BLOCK, DrafterSettings, TrtllmConfigError, read_settings
-from specplug_adapters.trtllm._sync import RequestSync
 
 if TYPE_CHECKING:
     from specplug_adapters.trtllm._config import speculative_config, speculative_config_dict
@@ -44,7 +43,6 @@ __all__ = [
     "TRTLLM_RANGE",
     "DrafterSettings",
     "MissingEngineError",
-    "RequestSync",
     "SpecplugDrafter",
     "SpecplugResourceManager",
     "TrtllmConfigError",

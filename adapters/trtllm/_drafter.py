@@ -3,9 +3,10 @@
 TensorRT-LLM calls ``prepare_draft_tokens(scheduled_requests, resource_manager)`` once per step
 before the target's forward pass (the two-model path that ``User_Provided`` takes, sampled by
 ``TorchSampler``). For each generation request the drafter syncs the request's history into
-the proposer (:class:`~specplug_adapters.trtllm._sync.RequestSync`), asks for at most the
-step's draft length and writes ``py_draft_tokens``: a list as long as the method likes, up to
-that length, possibly empty. The executor pads every list to the static ``max_draft_len``
+the proposer (the engine layer's :class:`~specplug.engine.KeyedHistorySync`), asks for at
+most the step's draft length (:meth:`specplug.engine.EngineDrafting.draft`, which also passes
+the batch size on and counts) and writes ``py_draft_tokens``: a list as long as the method
+likes, up to that length, possibly empty. The executor pads every list to the static ``max_draft_len``
 itself (``pad_draft_tokens_for_cuda_graph``); padding is verified like any draft token, so
 output is unchanged.
 
@@ -17,6 +18,7 @@ builds it on any base shaped like ``tensorrt_llm/_torch/speculative/drafter.py``
 from __future__ import annotations
 
 import inspect
+from collections.abc import Hashable
 from typing import Any
 
 from specplug import Proposer
@@ -90,7 +92,6 @@ class _Drafting:
                 setattr(self, key, value)
         if not hasattr(self, "_static_max_total_draft_tokens"):
             self._static_max_total_draft_tokens = draft_len
-        self._pass_batch_size = True
 
     @property
     def counters(self):
@@ -107,11 +108,13 @@ class _Drafting:
         requests: list[Any] = []
         try:
             requests = list(scheduled_requests.generation_requests)
-            live = [request for request in requests if not is_dummy(request)]
-            self._batch_size(len(live))
+            live = sorted((request for request in requests if not is_dummy(request)), key=_batch_order)
             limit = self.step_draft_len()
-            for request in sorted(live, key=_batch_order):
-                request.py_draft_tokens = self._draft(request, limit)
+            rows = [self._row(request, limit) for request in live]
+            # padding requests are not part of the batch a method prices its drafts for
+            drafts = self.runtime.drafting.draft(rows, batch_size=len(live))
+            for request, draft in zip(live, drafts):
+                request.py_draft_tokens = [int(token) for token in draft.tokens]
             for request in requests:
                 if is_dummy(request):
                     request.py_draft_tokens = []
@@ -123,30 +126,20 @@ class _Drafting:
                 except Exception:  # noqa: BLE001, S110 - a request that rejects even that keeps what it had
                     pass
 
-    def _draft(self, request: Any, limit: int) -> list[int]:
+    def _row(self, request: Any, limit: int) -> tuple[Hashable | None, int]:
+        """Sync ``request`` into the proposer; its row of the step: (request id or None, most tokens)."""
         key = request_key(request)
         if _state_name(request) == "GENERATION_COMPLETE":
             self.runtime.sync.stop(key)
-            return []
+            return None, 0
         try:
             length = self.runtime.sync.observe(key, request.get_tokens(0))
+            # a draft must leave room for the target's own token within the request's budget
             room = int(request.py_orig_prompt_len) + int(request.py_max_new_tokens) - length - 1
-            step = min(limit, room)
-            if step < 1:
-                return []
-            return [int(token) for token in self.runtime.guard.propose(key, step).tokens[:step]]
+            return key, min(limit, room)
         except Exception as error:  # noqa: BLE001 - this request's draft is lost, the others go on
             self.runtime.guard.record_fault("drafting a request", error, "that request drafts nothing this step")
-            return []
-
-    def _batch_size(self, size: int) -> None:
-        if not (self._pass_batch_size and size and self.runtime.guard.proposer.takes_batch_size):
-            return
-        try:
-            self.runtime.guard.proposer.set_batch_size(size)
-        except Exception as error:  # noqa: BLE001
-            self._pass_batch_size = False
-            self.runtime.guard.record_fault(f"set_batch_size({size})", error, "batch size no longer passed on")
+            return None, 0
 
     def _extend_kv_cache_for_padding(self, scheduled_requests: Any, resource_manager: Any, pre_padding_lens: Any = None) -> None:
         """Extend the KV capacity to the padded draft (TensorRT-LLM releases that ask the drafter)."""

@@ -75,7 +75,7 @@ class _Resources:
 
     def shutdown(self) -> None:
         try:
-            self.runtime.sync.stop_all()
+            self.runtime.close()
         except Exception as error:  # noqa: BLE001
             self.runtime.guard.record_fault("shutdown", error, "request state left to the garbage collector")
 

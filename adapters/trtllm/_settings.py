@@ -18,6 +18,7 @@ from typing import Any
 
 import specplug
 from specplug._errors import InvalidOptionError, SpecplugError, UnknownMethodError
+from specplug.engine import create_for_engine
 
 __all__ = ["ADAPTER_KEYS", "BLOCK", "DEFAULT_DRAFT_LEN", "MAX_DRAFT_LEN", "DrafterSettings", "TrtllmConfigError", "read_settings"]
 
@@ -28,6 +29,10 @@ ADAPTER_KEYS = ("max_draft_len", "method")
 DEFAULT_DRAFT_LEN = 8
 #: the longest draft the block accepts (TensorRT-LLM pads every draft to this, on the GPU)
 MAX_DRAFT_LEN = 64
+
+
+#: what to do where a method composes the engine's own drafter, which User_Provided has not
+_ENGINE_DRAFTER_HINT = "pass one from Python, speculative_config(METHOD, OPTION=<a specplug.Proposer>), or use MTP/Eagle3 with sa_config"
 
 
 class TrtllmConfigError(SpecplugError, ValueError):
@@ -43,8 +48,14 @@ class DrafterSettings:
     max_draft_len: int = DEFAULT_DRAFT_LEN
 
     def create(self, **parts: Any) -> specplug.Proposer:
-        """A fresh proposer of this method (``parts``: objects such as the engine drafter part)."""
-        return specplug.create(self.method, **{**self.options, **parts})
+        """A fresh proposer of this method, by its declared capabilities (``parts``: objects such as the engine drafter part).
+
+        TensorRT-LLM's ``User_Provided`` path runs no drafter of its own beside ours, so a method
+        that composes one gets it only from ``parts`` (the Python form); without it, an error
+        names the method and its option.
+        """
+        return create_for_engine(self.method, {**self.options, **parts}, engine="TensorRT-LLM's User_Provided path",
+                                 hint=_ENGINE_DRAFTER_HINT)  # fmt: skip
 
 
 def _where(source: str, key: str) -> str:

@@ -1,6 +1,6 @@
-"""Building the Typer app: the CLI's own commands, then the ``specplug_add_commands`` hook.
+"""Building the Typer app: the CLI's own commands and groups, then the ``specplug_add_commands`` hook.
 
-The built-in commands are registered here, by the CLI itself, not as plugins of the core:
+The built-in commands and groups are registered here, by the CLI itself, not as plugins of the core:
 the core knows nothing of the CLI. Each command imports what it measures (the lab, an
 adapter) only when it runs, so building the app stays cheap.
 """
@@ -22,8 +22,8 @@ from specplug.cli._calibrate import calibrate_command
 from specplug.cli._perf import perf_command
 from specplug.cli._preset import preset_command
 from specplug.cli._trace import trace_command
+from specplug.cli._trtllm import trtllm_group
 from specplug.cli._tune import tune_command
-
 
 
 def _version(value: bool) -> None:
@@ -63,6 +63,13 @@ def builtin_commands() -> dict[str, Callable[..., Any]]:
     }
 
 
+def builtin_groups() -> dict[str, Callable[[], typer.Typer]]:
+    """The CLI's own command groups by name, each a function that builds the group."""
+    return {
+        "trtllm": trtllm_group,
+    }
+
+
 def build_app() -> typer.Typer:
     """The root app with the built-in commands and every plugin's commands."""
     app = typer.Typer(
@@ -83,7 +90,9 @@ def build_app() -> typer.Typer:
 
     for name, command in builtin_commands().items():
         app.command(name)(command)
-    builtin = set(builtin_commands())
+    for name, group in builtin_groups().items():
+        app.add_typer(group(), name=name)
+    builtin = set(builtin_commands()) | set(builtin_groups())
     # third-party commands come after the built-ins, so a clash is reported, never a silent override
     default_catalog().manager.hook.specplug_add_commands(app=app)
     names = [command.name or command.callback.__name__ for command in app.registered_commands]

@@ -1,4 +1,8 @@
-"""``specplug trtllm``: serve with a specplug drafter, check model.yaml files, tune the native presets."""
+"""``specplug trtllm``: serve with a specplug drafter, check model.yaml files, tune the native presets.
+
+A built-in group of the CLI (:func:`specplug.cli._app.builtin_groups`); each command imports the
+adapter or the lab only when it runs.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +10,14 @@ from pathlib import Path
 
 import typer
 
-from specplug._hookimpl import hookimpl
+__all__ = ["trtllm_group"]
 
-app = typer.Typer(
-    name="trtllm",
-    help="TensorRT-LLM: trtllm-serve with a specplug drafter, model.yaml checks, tuned presets.",
-    no_args_is_help=True,
-)
+#: trtllm-serve's own arguments pass through untouched, --help included
+_PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": ["--specplug-help"]}
 
 
-@app.command(
-    "serve",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": ["--specplug-help"]},
-)
 def serve_command(ctx: typer.Context) -> None:
-    """trtllm-serve MODEL --config model.yaml [options], with the file's `specplug:` block as the drafter.
+    """trtllm-serve MODEL --config model.yaml and its other options, with the file's `specplug:` block as the drafter.
 
     Every argument is trtllm-serve's; the model.yaml is checked before TensorRT-LLM starts.
     (--specplug-help shows this; --help goes to trtllm-serve.)
@@ -30,7 +27,6 @@ def serve_command(ctx: typer.Context) -> None:
     raise typer.Exit(serve(list(ctx.args)))
 
 
-@app.command("check")
 def check_command(
     files: list[Path] = typer.Argument(..., help="model.yaml files (trtllm-serve --config)"),
     backend: str = typer.Option("pytorch", "--backend", help="the backend trtllm-serve will run"),
@@ -45,13 +41,12 @@ def check_command(
         typer.echo(f"{path}: ok ({what}; schema {schema_origin()})")
 
 
-@app.command("tune")
 def tune_command(
     cost: str = typer.Option("llama-3.1-8b-h100", "--cost", help="cost model: preset name or .toml file"),
     write: Path = typer.Option(None, "--write", help="write the tuned presets into this folder (e.g. presets/trtllm)"),
 ) -> None:
     """Tune TensorRT-LLM's native knobs (sa_config threshold, draft_len_schedule, NGram, SA) by trace replay (modeled)."""
-    from specplug_adapters.trtllm._tune import render_presets, tune
+    from specplug.lab.trtllm import render_presets, tune
 
     report = tune(cost=cost, progress=lambda message: typer.echo(f"replaying: {message}", err=True))
     typer.echo(report.table())
@@ -63,10 +58,15 @@ def tune_command(
             typer.echo(f"wrote {write / name}")
 
 
-@hookimpl
-def specplug_add_commands(app: typer.Typer) -> None:  # noqa: F811 - the hook's parameter name is fixed
-    app.add_typer(_group(), name="trtllm")
 
-
-def _group() -> typer.Typer:
-    return app
+def trtllm_group() -> typer.Typer:
+    """The ``specplug trtllm`` group, built afresh for each app."""
+    group = typer.Typer(
+        name="trtllm",
+        help="TensorRT-LLM: trtllm-serve with a specplug drafter, model.yaml checks, tuned presets.",
+        no_args_is_help=True,
+    )
+    group.command("serve", context_settings=_PASS_THROUGH)(serve_command)
+    group.command("check")(check_command)
+    group.command("tune")(tune_command)
+    return group

@@ -4,9 +4,10 @@ Engines show a drafter their requests as a batch of rows or as one growing histo
 as ``start``/``extend``/``stop`` calls; they must not fail when a proposer does; and they
 differ only in where the tokens are and where the drafts go. This layer holds the rest:
 
-- :class:`BatchSync` (rows keyed by request id, or by row with a fingerprint of the history)
-  and :class:`SingleRequestSync` / :class:`HistorySync` (one history, extended or restarted)
-  turn an engine's view into the proposer's request lifecycle;
+- :class:`BatchSync` (rows keyed by request id, or by row with a fingerprint of the history),
+  :class:`KeyedHistorySync` (request id -> full history, ended by the engine's free or
+  completion) and :class:`SingleRequestSync` / :class:`HistorySync` (one history, extended or
+  restarted) turn an engine's view into the proposer's request lifecycle;
 - :class:`EngineDrafting` runs one step: the batch size passed on, the drafts, the guard
   (a fault costs one draft), the counters and the :class:`StatsReporter`;
 - :func:`create_for_engine` creates a method from an adapter's settings by its declared
@@ -17,6 +18,7 @@ It imports specplug's core only: no adapter and no engine.
 """
 
 from specplug.engine._drafting import EngineDrafting
+from specplug.engine._keyed import KeyedHistorySync
 from specplug.engine._methods import (
     StandInDrafter,
     capabilities_of,
@@ -34,6 +36,7 @@ __all__ = [
     "EngineDrafts",
     "HistoryStep",
     "HistorySync",
+    "KeyedHistorySync",
     "Lifecycle",
     "SingleRequestSync",
     "StandInDrafter",

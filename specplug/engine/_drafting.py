@@ -10,6 +10,7 @@ from collections.abc import Container, Mapping, Sequence
 import numpy as np
 
 from specplug import Draft, GuardedProposer, Proposer, RequestId
+from specplug.engine._keyed import KeyedHistorySync
 from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter
 from specplug.engine._sync import BatchSync
 
@@ -23,8 +24,10 @@ class EngineDrafting:
     ``start``/``extend`` leaves that request undrafted until it stops), and the adapter's own
     code records its faults there too (``guard.record_fault``), so ``counters`` hold drafts by
     source, empty drafts and all faults. ``batch`` keeps the requests of a batching engine in
-    step with its rows (:meth:`sync_batch`); a single-sequence engine drives ``guard`` with a
-    :class:`~specplug.engine.SingleRequestSync` instead. :meth:`draft` is one step's drafts, and
+    step with its rows (:meth:`sync_batch`); ``requests`` keeps them in step where the engine
+    shows each request by id with its whole history and says when it ends
+    (:class:`~specplug.engine.KeyedHistorySync`); a single-sequence engine drives ``guard``
+    with a :class:`~specplug.engine.SingleRequestSync` instead. :meth:`draft` is one step's drafts, and
     ``stats`` reports the counters under the adapter's ``logger`` (and to ``stats_file``).
 
     >>> from specplug import create
@@ -51,6 +54,7 @@ class EngineDrafting:
         self.guard = GuardedProposer(proposer, logger=log)
         self.counters = self.guard.counters
         self.batch = BatchSync(self.guard)
+        self.requests = KeyedHistorySync(self.guard)
         self.stats = StatsReporter(
             self.counters,
             method=method or proposer.name,
@@ -104,6 +108,7 @@ class EngineDrafting:
         return drafts
 
     def close(self) -> None:
-        """Stop every request of the batch and report the final counters."""
+        """Stop every tracked request and report the final counters."""
         self.batch.stop_all()
+        self.requests.stop_all()
         self.stats.report(force_log=True)

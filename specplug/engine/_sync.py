@@ -1,10 +1,11 @@
 """Keeping a proposer's request lifecycle in step with what an engine shows of its requests.
 
 Engines do not call ``start``/``extend``/``stop``; they show, at each drafting step, the
-tokens each sequence holds. Two shapes of that view exist:
+tokens each sequence holds. Two shapes of that view are kept here (a third, each request by
+id with its full history and an end the engine announces, is :mod:`specplug.engine._keyed`):
 
-- a **batch** of rows (vLLM, SGLang, TensorRT-LLM): per row, the tokens it gained since the
-  last step (the accepted draft prefix plus the target's own token) and its full history.
+- a **batch** of rows (vLLM): per row, the tokens it gained since the last step (the
+  accepted draft prefix plus the target's own token) and its full history.
   Rows move between steps (requests finish, the batch is condensed), so state is keyed by
   request id where the engine gives one, and by row otherwise: a row whose history does not
   continue the one seen there starts afresh, so a moved request costs its drafting state,

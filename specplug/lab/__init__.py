@@ -5,7 +5,8 @@
   and makes traces and cost models with llama-server;
 - :mod:`specplug.lab.perf`: per-step time and memory at long contexts;
 - :mod:`specplug.lab.peers`: other engines' drafting code behind the specplug contract;
-- :mod:`specplug.lab.llamacpp`: measuring llama.cpp settings and tuning presets.
+- :mod:`specplug.lab.llamacpp`: measuring llama.cpp settings and tuning presets;
+- :mod:`specplug.lab.trtllm`: tuning TensorRT-LLM's native presets by trace replay.
 
 The lab may import the core, the engine layer and the adapters; none of them imports the
 lab. Nothing is imported here, so ``import specplug.lab.trace`` pulls in no benchmark code.

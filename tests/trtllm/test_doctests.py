@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 MODULES = ["specplug_adapters.trtllm._compat", "specplug_adapters.trtllm._settings",
-           "specplug_adapters.trtllm._sync", "specplug_adapters.trtllm._tune"]  # fmt: skip
+           "specplug_adapters.trtllm._sync", "specplug.lab.trtllm._tune"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", MODULES)

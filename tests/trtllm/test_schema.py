@@ -13,7 +13,7 @@ import yaml
 
 from specplug._presets import list_presets, load_preset
 from specplug_adapters.trtllm import SOURCE_COMMIT, TrtllmConfigError, check_model_yaml, check_speculative_config, load_schema
-from specplug_adapters.trtllm._tune import compile_schedule
+from specplug.lab.trtllm._tune import compile_schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = list_presets("trtllm")

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from specplug_adapters.trtllm import check_model_yaml
-from specplug_adapters.trtllm._tune import (
+from specplug.lab.trtllm._tune import (
     NgramPool,
     SuffixAutomaton,
     load_records,

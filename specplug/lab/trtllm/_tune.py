@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from specplug.cost import CostModel, cost_model, plain_step_time, spec_step_time
-from specplug.trace import TraceRecord, read_traces
+from specplug.lab.trace import TraceRecord, read_traces
 
 __all__ = [
     "BATCHES",
@@ -57,8 +57,8 @@ TIE = 0.005
 
 
 def _shipped_traces() -> list[Path]:
-    # the traces specplug ships (specplug/data/traces); read directly, not through the bench module
-    folder = resources.files("specplug.data") / "traces"
+    # the traces the lab ships (specplug/lab/data/traces); read directly, so tuning needs no bench code
+    folder = resources.files("specplug.lab") / "data" / "traces"
     return sorted(Path(str(entry)) for entry in folder.iterdir() if entry.name.endswith(".jsonl"))
 
 
