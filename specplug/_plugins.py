@@ -46,7 +46,7 @@ BLOCK_ENV = "SPECPLUG_BLOCK_PLUGINS"
 BUILTIN_PLUGINS: dict[str, str] = {
     "specplug.ngram": "specplug.proposers.ngram",
     "specplug.suffix": "specplug.proposers.suffix",
-    "specplug.cost": "specplug.cost._presets",
+    "specplug.cost": "specplug._cost._presets",
     "specplug.hybrid": "specplug.proposers.hybrid",
     "specplug.adaptive": "specplug.proposers.adaptive",
 }

@@ -1,7 +1,8 @@
 """The rings hold: arrows between specplug's packages point inward only, and no import cycle.
 
 Read from the installed packages' source with ast, so it sees every import: top-level,
-inside functions, under ``TYPE_CHECKING``, and module names handed to importlib as strings.
+inside functions, under ``TYPE_CHECKING``, module names handed to importlib as strings, and the
+packages an import runs first (importing ``a.b.c`` runs ``a.b``).
 
     core         specplug (all but the three below)  imports the core only, and no engine library
     engine layer specplug.engine                     imports the core; no engine library
@@ -104,6 +105,12 @@ def _imports(module: str, path: Path, known: set[str]) -> set[str]:
                 base = ".".join([*anchor, base] if base else anchor)
             for alias in node.names:
                 add(f"{base}.{alias.name}")
+    # importing a.b.c runs the package a.b first: an implied arrow, except into the module's own
+    # packages (already initialising while it is imported)
+    own = {".".join(module.split(".")[:end]) for end in range(1, module.count(".") + 2)}
+    for target in list(targets):
+        parts = target.split(".")
+        targets.update(p for end in range(1, len(parts)) if (p := ".".join(parts[:end])) in known and p not in own)
     targets.discard(module)
     return targets
 

@@ -219,9 +219,9 @@ def test_doctests():
 
     import specplug._cost._linear
     import specplug.cost._fit
-    import specplug.cost._steps
+    import specplug._cost._steps
 
-    for module in (specplug.cost, specplug.cost._fit, specplug._cost._linear, specplug.cost._steps):
+    for module in (specplug.cost, specplug.cost._fit, specplug._cost._linear, specplug._cost._steps):
         result = doctest.testmod(module)
         assert result.failed == 0, module.__name__
 

@@ -20,7 +20,7 @@ MODULES = [
     "specplug.proposers.hybrid",
     "specplug.proposers.adaptive",
     "specplug.proposers._pending",
-    "specplug.cost._steps",
+    "specplug._cost._steps",
     "specplug.cost._online",
 ]
 

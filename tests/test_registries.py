@@ -147,7 +147,7 @@ def test_the_core_registers_no_peer_and_no_command(fresh_catalog):
 
     core_only = Catalog(build_plugin_manager(entry_points=False))
     assert core_only.peers() == {}
-    assert all(module.startswith(("specplug.proposers.", "specplug.cost.")) for module in BUILTIN_PLUGINS.values())
+    assert all(module.startswith(("specplug.proposers.", "specplug._cost.")) for module in BUILTIN_PLUGINS.values())
     assert not core_only.manager.hook.specplug_add_commands.get_hookimpls()
 
 

@@ -12,7 +12,7 @@ from specplug._errors import CostModelError
 from specplug._plugins import cost_model, cost_models
 from specplug._registry import CostModelRegistrar, CostModelSpec
 from specplug.cost._online import OnlineCostModel
-from specplug.cost._steps import plain_step_time, spec_step_time, spec_step_times
+from specplug._cost._steps import plain_step_time, spec_step_time, spec_step_times
 
 __all__ = [
     "DRAFT_KINDS",

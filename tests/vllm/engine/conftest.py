@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,22 +16,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.vllm._paths import ROOT, SETUP_HINT, model_dir
+from specplug.lab.bench._tracegen import first_user_turns
+from tests.vllm._paths import SETUP_HINT, model_dir
 
 # one KV-cache GiB is plenty for 135M parameters; binding stays vLLM's default
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
-PROMPT_FILE = ROOT / "specplug" / "data" / "prompts" / "code_edit.jsonl"
 MAX_TOKENS = 64
 NEAR_TIE = 0.02  # nats between the top two tokens under which fp32 reordering may flip the argmax
 
 
 def conversations(count: int = 2) -> list[list[dict[str, str]]]:
     """The first code-edit prompts (functions of specplug's own source), plus a repetition task."""
-    chats = []
-    for line in PROMPT_FILE.read_text().splitlines()[:count]:
-        message = next(step for step in json.loads(line)["script"] if step.get("role") == "user")
-        chats.append([{"role": "user", "content": message["content"]}])
+    chats = first_user_turns("code-edit", count)
     chats.append([{"role": "user", "content": "Repeat this list exactly, twice:\n" +
                    "\n".join(f"- item {n}: value {n * 7}" for n in range(1, 9))}])
     return chats
