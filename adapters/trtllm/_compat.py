@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import importlib
-from importlib import metadata
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
 
 from specplug._errors import SpecplugError
+from specplug.engine import installed_version, range_problem
 
 __all__ = ["INSTALL_HINT", "SOURCE_COMMIT", "TRTLLM_RANGE", "MissingEngineError", "import_trtllm", "installed_trtllm_version", "version_problem"]
 
@@ -32,12 +31,7 @@ class MissingEngineError(SpecplugError, ImportError):
 
 def installed_trtllm_version() -> str | None:
     """The installed ``tensorrt-llm`` distribution's version, or None."""
-    for name in ("tensorrt-llm", "tensorrt_llm"):
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
+    return installed_version(("tensorrt-llm", "tensorrt_llm"))
 
 
 def version_problem(version: str | None) -> str | None:
@@ -46,17 +40,12 @@ def version_problem(version: str | None) -> str | None:
     >>> version_problem("1.3.0rc5") is None, version_problem("0.20.0") is not None
     (True, True)
     """
-    if version is None:
-        return "no tensorrt-llm distribution is installed"
-    try:
-        parsed = Version(version)
-    except InvalidVersion:
-        return f"TensorRT-LLM version {version!r} cannot be parsed"
-    if Version(parsed.base_version) in TRTLLM_RANGE:
-        return None
-    return (
-        f"TensorRT-LLM {version} is outside the range the specplug adapter was written against ({TRTLLM_RANGE}); "
-        "it runs anyway, but check docs/trtllm.md before relying on it"
+    return range_problem(
+        "TensorRT-LLM",
+        version,
+        TRTLLM_RANGE,
+        "it runs anyway, but check docs/trtllm.md before relying on it",
+        missing="no tensorrt-llm distribution is installed",
     )
 
 

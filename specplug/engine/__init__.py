@@ -28,6 +28,7 @@ from specplug.engine._methods import (
 from specplug.engine._offered import EngineDrafts
 from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter, read_stats
 from specplug.engine._sync import BatchSync, HistoryStep, HistorySync, Lifecycle, SingleRequestSync
+from specplug.engine._versions import installed_version, range_problem
 
 __all__ = [
     "DEFAULT_LOGGER",
@@ -43,6 +44,8 @@ __all__ = [
     "StatsReporter",
     "capabilities_of",
     "create_for_engine",
+    "installed_version",
     "methods_composing_engine_drafter",
+    "range_problem",
     "read_stats",
 ]

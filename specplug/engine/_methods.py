@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 import specplug
-from specplug import Draft, InvalidOptionError, MethodCapabilities, Proposer, RequestId, UnknownMethodError
+from specplug import Draft, DraftKind, InvalidOptionError, MethodCapabilities, Proposer, RequestId, UnknownMethodError
 
 __all__ = ["StandInDrafter", "capabilities_of", "create_for_engine", "methods_composing_engine_drafter"]
 
@@ -91,14 +91,18 @@ def create_for_engine(
 
 
 class StandInDrafter(Proposer):
-    """Takes the engine drafter's place while a composing method's options are checked; never drafts.
+    """A proposer that never drafts, standing in where a real one is not at hand.
 
-    An adapter checks a configuration in the process that parses it, before the engine (and
-    its drafter) exists: creating the method once around a stand-in reports bad options there.
+    It takes the engine drafter's place while a composing method's options are checked (an
+    adapter checks a configuration in the process that parses it, before the engine and its
+    drafter exist: creating the method once around a stand-in reports bad options there), and a
+    method's place where it failed to build inside the engine, so requests go on unspeculated.
     """
 
-    name = "stand-in"
-    draft_kind = "neural"
+    def __init__(self, name: str = "stand-in", *, kind: DraftKind = "neural") -> None:
+        super().__init__()
+        self.name = name
+        self.draft_kind = kind
 
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
         pass

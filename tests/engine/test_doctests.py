@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = [f"specplug.engine.{name}" for name in ("_sync", "_keyed", "_drafting", "_methods", "_offered", "_stats")]
+MODULES = [f"specplug.engine.{name}" for name in ("_sync", "_keyed", "_drafting", "_methods", "_offered", "_stats", "_versions")]
 
 
 @pytest.mark.parametrize("name", MODULES)
