@@ -224,3 +224,29 @@ def test_the_external_corpus_api_is_refused_clearly(sglang):
     with pytest.raises(ValueError, match="external n-gram corpora belong to SGLang's NGRAM"):
         _NoCorpus().load_external_corpus_named("c", [[1, 2]])
     assert specplug.method_specs()  # the core is untouched by the adapter
+
+
+def test_alternatives_make_a_real_tree_that_sglang_links_as_siblings(sglang):
+    from sglang.srt.speculative.ngram_worker import _derive_tree_links
+
+    from specplug_adapters.sglang import draft_trees
+
+    # two alternatives sharing their first token, one chain, one row with nothing
+    ids, mask = draft_trees([5, 9, 3], [[(6, 7, 1), (6, 8)], [(10,)], []], WIDTH)
+    _check_trees(ids, mask, 3, WIDTH)
+    assert ids.reshape(3, WIDTH).tolist() == [[5, 6, 7, 8, 1, 0], [9, 10, 0, 0, 0, 0], [3, 0, 0, 0, 0, 0]]
+    next_token, next_sibling = _derive_tree_links(mask.astype(bool), 3, WIDTH)
+    assert next_token[0, :3].tolist() == [1, 2, 4]  # root -> 6 -> 7 -> 1
+    assert next_sibling[0, 2] == 3  # 7 and 8 are siblings under 6
+    # cut at the width: a node never lands without its parent
+    ids, mask = draft_trees([5], [[(6, 7, 1, 2), (6, 8, 3, 4)]], 4)
+    assert ids.tolist() == [5, 6, 7, 8]
+    _check_trees(ids, mask, 1, 4)
+
+
+@pytest.mark.parametrize(("width", "message"), [(0, "width = 0 is not valid"), (True, "width = True is not valid")])
+def test_a_bad_width_is_one_clear_error(width, message):
+    from specplug_adapters.sglang import draft_trees
+
+    with pytest.raises(ValueError, match=message):
+        draft_trees([1], [[]], width)
