@@ -39,3 +39,76 @@ def reconstruct_indices_from_tree_mask(
                 while int(retrieve_next_sibling[b, child]) != -1:
                     child = int(retrieve_next_sibling[b, child])
                 retrieve_next_sibling[b, child] = i
+
+
+def assign_req_to_token_pool_cpu(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc, pool_len):
+    """Write each request's new KV locations (packed in ``out_cache_loc``) into its row of ``req_to_token``."""
+    offset = 0
+    for b in range(req_pool_indices.shape[0]):
+        start, end = int(start_offset[b]), int(end_offset[b])
+        req_to_token[int(req_pool_indices[b]), start:end] = out_cache_loc[offset : offset + end - start].to(req_to_token.dtype)
+        offset += end - start
+
+
+def assign_extend_cache_locs_cpu(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc, pool_len):
+    """Read each request's KV locations ``start:end`` from ``req_to_token``, packed into ``out_cache_loc``."""
+    offset = 0
+    for b in range(req_pool_indices.shape[0]):
+        start, end = int(start_offset[b]), int(end_offset[b])
+        out_cache_loc[offset : offset + end - start] = req_to_token[int(req_pool_indices[b]), start:end].to(out_cache_loc.dtype)
+        offset += end - start
+
+
+def fill_bonus_tokens_cpu(accept_tokens, accept_lens, bonus_tokens, accept_stride):
+    """Each request's last accepted token (its bonus token)."""
+    flat = accept_tokens.reshape(-1)
+    for b in range(accept_lens.shape[0]):
+        bonus_tokens[b] = flat[accept_stride * b + int(accept_lens[b]) - 1]
+
+
+def fill_accept_out_cache_loc_cpu(accept_index, out_cache_loc, accept_out_cache_loc):
+    """The KV locations of the accepted draft slots, packed in order (-1 slots skipped)."""
+    index = accept_index.reshape(-1)
+    kept = index[index != -1].long()
+    accept_out_cache_loc[: kept.numel()] = out_cache_loc[kept].to(accept_out_cache_loc.dtype)
+
+
+def verify_tree_greedy_cpu(
+    predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token, retrive_next_sibling,
+    target_predict,
+):
+    """Greedy tree verification: walk each tree from the root, taking the child equal to the target's token."""
+    bs, steps = accept_index.shape
+    target = target_predict.reshape(-1)
+    for b in range(bs):
+        last = int(retrive_index[b, 0])
+        accept_index[b, 0] = last
+        accepted = 0
+        node = 0
+        for _ in range(1, steps):
+            node = int(retrive_next_token[b, node])
+            while node != -1:
+                if int(candidates[b, node]) == int(target[last]):
+                    predicts[last] = target[last]
+                    accepted += 1
+                    last = int(retrive_index[b, node])
+                    accept_index[b, accepted] = last
+                    break
+                node = int(retrive_next_sibling[b, node])
+            if node == -1:
+                break
+        accept_token_num[b] = accepted
+        predicts[last] = target[last]
+
+
+def copy_all_layer_kv_cache_cpu(data_ptrs, strides, tgt_loc, src_loc):
+    """Copy rows ``src_loc`` to ``tgt_loc`` in every KV buffer, given as raw data pointers and row strides in bytes."""
+    import ctypes
+
+    pointers = [int(p) for p in data_ptrs.reshape(-1).tolist()]
+    row_bytes = [int(s) for s in strides.reshape(-1).tolist()]
+    pairs = list(zip(tgt_loc.reshape(-1).tolist(), src_loc.reshape(-1).tolist()))
+    for pointer, stride in zip(pointers, row_bytes):
+        rows = [(pointer + int(t) * stride, ctypes.string_at(pointer + int(s) * stride, stride)) for t, s in pairs]
+        for address, data in rows:  # read every source before writing: targets may overlap sources
+            ctypes.memmove(address, data, stride)
