@@ -27,11 +27,11 @@ if ! installed "$PY" sglang "$SGLANG_VERSION"; then
     step "installing sglang==$SGLANG_VERSION --no-deps"
     pip_in "$PY" --no-deps "sglang==$SGLANG_VERSION"
 fi
-DEPS_CHECK="import transformers, fastapi, uvicorn, zmq, tvm_ffi, msgspec, orjson, dill, jsonschema, compressed_tensors, xgrammar, specplug, pytest"
+DEPS_CHECK="import transformers, fastapi, uvicorn, zmq, tvm_ffi, msgspec, orjson, dill, jsonschema, soundfile, compressed_tensors, xgrammar, specplug, pytest"
 if ! imports "$PY" "$DEPS_CHECK"; then
     step "installing SGLang's CPU-path dependencies and specplug (editable, with its test extra)"
     pip_in "$PY" "apache-tvm-ffi==0.1.11" "transformers==5.19.0" "tokenizers==0.23.2" "openai==2.8.0" \
-        "openai-harmony==0.0.4" "sentencepiece==0.2.1" "blobfile==3.0.0" "compressed-tensors==0.18.0" dill jsonschema "xgrammar==0.2.7" ninja triton orjson psutil pybase64 requests packaging \
+        "openai-harmony==0.0.4" "sentencepiece==0.2.1" "blobfile==3.0.0" "compressed-tensors==0.18.0" dill jsonschema "soundfile==0.13.1" "xgrammar==0.2.7" ninja triton orjson psutil pybase64 requests packaging \
         pillow starlette msgspec pydantic pyzmq tqdm IPython aiohttp fastapi "uvicorn>=0.51" uvloop python-multipart \
         partial_json_parser interegular prometheus-client setproctitle xxhash zstandard einops gguf tiktoken \
         scipy "python-dateutil<3" distro easydict watchfiles anthropic llguidance "$TORCH"
