@@ -1,0 +1,71 @@
+"""The SGLang adapter: every specplug method as an SGLang speculative algorithm.
+
+With specplug installed next to SGLang, its general plugin (:func:`register`, entry point
+``sglang.srt.plugins``) registers ``SPECPLUG_<METHOD>`` for each method::
+
+    python -m sglang.launch_server --model-path MODEL --speculative-algorithm SPECPLUG_SUFFIX \\
+        --speculative-num-draft-tokens 8
+    SPECPLUG_SGLANG_OPTIONS='{"min_match": 2}' python -m sglang.launch_server ... SPECPLUG_ADAPTIVE
+    sglang.Engine(model_path=MODEL, speculative_algorithm="SPECPLUG_NGRAM")
+
+The algorithms run on SGLang's n-gram verify path (:class:`SpecplugSpecAlgo`), drafting with
+:class:`SpecplugWorker`; the request lifecycle, fault isolation and counters are the engine
+layer's (:mod:`specplug.engine`). Importing this package imports no SGLang.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from specplug_adapters.sglang._compat import TESTED_SGLANG, installed_sglang_version, version_problem
+from specplug_adapters.sglang._config import (
+    DEFAULT_NUM_DRAFT_TOKENS,
+    LOGGER_NAME,
+    OPTIONS_ENV,
+    PREFIX,
+    algorithm_names,
+    check_options,
+    method_of,
+    read_options,
+)
+from specplug_adapters.sglang._plugin import DISABLE_ENV, register, registered
+from specplug_adapters.sglang._trees import PAD_TOKEN, draft_trees
+
+if TYPE_CHECKING:
+    from specplug_adapters.sglang._spec import SpecplugSpecAlgo
+    from specplug_adapters.sglang._worker import SpecplugWorker
+
+__all__ = [
+    "DEFAULT_NUM_DRAFT_TOKENS",
+    "DISABLE_ENV",
+    "LOGGER_NAME",
+    "OPTIONS_ENV",
+    "PAD_TOKEN",
+    "PREFIX",
+    "TESTED_SGLANG",
+    "SpecplugSpecAlgo",
+    "SpecplugWorker",
+    "algorithm_names",
+    "check_options",
+    "draft_trees",
+    "installed_sglang_version",
+    "method_of",
+    "read_options",
+    "register",
+    "registered",
+    "version_problem",
+]
+
+_LAZY = {
+    "SpecplugSpecAlgo": "specplug_adapters.sglang._spec",
+    "SpecplugWorker": "specplug_adapters.sglang._worker",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # SGLang's modules load only when asked for: the launcher registers names without the worker
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

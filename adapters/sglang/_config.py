@@ -1,0 +1,131 @@
+"""SGLang algorithm names for specplug's methods, and the options and server arguments they take.
+
+Each registered method ``m`` is ``SPECPLUG_M`` (upper case, ``-``/``.`` as ``_``). Options
+come from SGLang's own arguments where it has them (``--speculative-num-draft-tokens``: the
+verify width, the root included, so drafts hold at most one token fewer) and from one JSON
+object in the environment for the rest (``SPECPLUG_SGLANG_OPTIONS='{"min_match": 2}'``): the
+environment reaches every scheduler process SGLang starts, and it is checked in the launching
+process before any starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import specplug
+from specplug import InvalidOptionError, UnknownMethodError
+from specplug.engine import capabilities_of, create_for_engine
+
+__all__ = [
+    "DEFAULT_NUM_DRAFT_TOKENS",
+    "LOGGER_NAME",
+    "OPTIONS_ENV",
+    "PREFIX",
+    "algorithm_names",
+    "check_options",
+    "create_proposer",
+    "method_of",
+    "read_options",
+]
+
+#: the logger of the plugin's and the worker's messages (a child of specplug's own)
+LOGGER_NAME = "specplug.sglang"
+#: algorithm names are PREFIX + the method's name in upper case
+PREFIX = "SPECPLUG_"
+#: the environment variable holding the method's options as one JSON object
+OPTIONS_ENV = "SPECPLUG_SGLANG_OPTIONS"
+#: the verify width when --speculative-num-draft-tokens is not given (the root and 7 drafted tokens)
+DEFAULT_NUM_DRAFT_TOKENS = 8
+#: what SGLang offers a method that composes the engine's own drafter on this path
+_HINT = (
+    "SGLang's n-gram verify path has no drafter of its own; give one in that option through "
+    f"{OPTIONS_ENV} (e.g. '{{\"neural\": \"ngram\"}}'), or see docs/sglang.md for the EAGLE/MTP overlay"
+)
+
+
+def _algorithm(method: str) -> str:
+    return PREFIX + re.sub(r"[^A-Z0-9]", "_", method.upper())
+
+
+def algorithm_names() -> dict[str, str]:
+    """Every registered method's SGLang algorithm name -> the method, sorted by name.
+
+    >>> algorithm_names()["SPECPLUG_SUFFIX"]
+    'suffix'
+    """
+    return {_algorithm(method): method for method in sorted(specplug.method_specs())}
+
+
+def method_of(algorithm: object) -> str:
+    """The specplug method behind an SGLang algorithm name; UnknownMethodError listing the valid ones.
+
+    >>> method_of("specplug_ngram")
+    'ngram'
+    """
+    names = algorithm_names()
+    key = algorithm.upper() if isinstance(algorithm, str) else None
+    if key not in names:
+        raise UnknownMethodError(algorithm, sorted(names))
+    return names[key]
+
+
+def read_options(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The method's options from :data:`OPTIONS_ENV` (none when unset); one clear error when malformed.
+
+    >>> read_options({OPTIONS_ENV: '{"min_match": 2}'})
+    {'min_match': 2}
+    """
+    raw = (os.environ if environ is None else environ).get(OPTIONS_ENV, "").strip()
+    if not raw:
+        return {}
+    try:
+        options = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise InvalidOptionError(f"{OPTIONS_ENV} = {raw!r:.80} is not valid JSON ({error.msg}); give one JSON object") from None
+    if not isinstance(options, dict):
+        raise InvalidOptionError(f"{OPTIONS_ENV} = {raw!r:.80} is not valid; give one JSON object of the method's options")
+    return options
+
+
+def create_proposer(algorithm: str, options: Mapping[str, Any]) -> specplug.Proposer:
+    """The proposer an SGLang worker drafts with, created by the method's declared capabilities."""
+    method = method_of(algorithm)
+    return create_for_engine(method, _with_drafter(method, options), engine="SGLang", hint=_HINT)
+
+
+def _with_drafter(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    # JSON holds no Proposer: a composing method's drafter option takes a method name, or
+    # {"method": name, ...options}, created here (SGLang's n-gram path has no drafter to hand it)
+    given = dict(options)
+    option = capabilities_of(method).engine_drafter_option
+    value = given.get(option) if option is not None else None
+    if isinstance(value, str):
+        given[option] = specplug.create(value)
+    elif isinstance(value, dict):
+        inner = dict(value)
+        name = inner.pop("method", None)
+        if not isinstance(name, str):
+            raise InvalidOptionError(
+                f"method {method!r}: option {option} = {value!r:.80} is not valid; give a method name "
+                'or {"method": NAME, ...its options}'
+            )
+        given[option] = specplug.create(name, **inner)
+    return given
+
+
+def check_options(algorithm: str, options: Mapping[str, Any], num_draft_tokens: object) -> None:
+    """Refuse a bad algorithm, option or draft width before SGLang starts a process (one-line errors)."""
+    method = method_of(algorithm)
+    if num_draft_tokens is not None and (
+        isinstance(num_draft_tokens, bool) or not isinstance(num_draft_tokens, int) or num_draft_tokens < 2
+    ):
+        raise InvalidOptionError(
+            f"--speculative-num-draft-tokens = {num_draft_tokens!r} is not valid for {algorithm}; "
+            "it must be an int >= 2 (the root plus at least one drafted token)"
+        )
+    # creating it once checks every option (and a composing method's drafter) the way the worker will
+    create_proposer(algorithm, options)

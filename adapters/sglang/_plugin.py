@@ -1,0 +1,73 @@
+"""SGLang's general plugin: one SPECPLUG_* speculative algorithm per specplug method.
+
+SGLang runs every ``sglang.srt.plugins`` entry point before it parses arguments and again in
+each scheduler process, so :func:`register` is idempotent, and it never raises into SGLang:
+a name it cannot register is logged and skipped. ``SPECPLUG_SGLANG_PLUGIN=0`` switches it off
+(SGLang's own ``SGLANG_PLUGINS`` allow-list works too).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+from specplug_adapters.sglang._compat import installed_sglang_version, version_problem
+from specplug_adapters.sglang._config import LOGGER_NAME, algorithm_names
+
+__all__ = ["DISABLE_ENV", "register", "registered"]
+#: set to 0/false/off/no to keep the plugin from registering anything
+DISABLE_ENV = "SPECPLUG_SGLANG_PLUGIN"
+
+log = logging.getLogger(LOGGER_NAME)
+_lock = threading.Lock()
+_registered: set[str] = set()
+
+
+def registered() -> list[str]:
+    """The algorithm names this process has registered with SGLang, sorted."""
+    return sorted(_registered)
+
+
+def register() -> None:
+    """SGLang's entry point (``sglang.srt.plugins``): idempotent, never raises into SGLang."""
+    with _lock:
+        if os.environ.get(DISABLE_ENV, "1").strip().lower() in ("0", "false", "off", "no"):
+            log.info("specplug SGLang plugin switched off by %s", DISABLE_ENV)
+            return
+        try:
+            from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+            from sglang.srt.speculative.spec_registry import get_spec
+
+            from specplug_adapters.sglang._spec import SpecplugSpecAlgo, validate_server_args
+        except Exception:  # noqa: BLE001 - a plugin that raises here stops SGLang itself
+            log.error("specplug: SGLang's speculative registry does not import; no SPECPLUG_* algorithm", exc_info=True)
+            return
+        if not _registered:
+            problem = version_problem(installed_sglang_version())
+            if problem:
+                log.warning("specplug: %s", problem)
+        for name in algorithm_names():
+            if name in _registered:
+                continue
+            if get_spec(name) is not None:  # registered by an earlier copy of this plugin (a reload)
+                _registered.add(name)
+                continue
+            try:
+                SpeculativeAlgorithm.register(
+                    name,
+                    supports_overlap=True,
+                    validate_server_args=validate_server_args,
+                    spec_class=SpecplugSpecAlgo,
+                )(_worker_factory)
+                _registered.add(name)
+            except Exception:  # noqa: BLE001 - one bad name must not cost the others, nor SGLang
+                log.error("specplug: could not register %s with SGLang", name, exc_info=True)
+
+
+def _worker_factory(server_args: Any) -> type:
+    # imported here: the worker imports SGLang's scheduler and kernels, which the launcher never needs
+    from specplug_adapters.sglang._worker import SpecplugWorker
+
+    return SpecplugWorker

@@ -1,0 +1,88 @@
+"""The spec class SGLang dispatches SPECPLUG_* algorithms through, and their server-argument defaults.
+
+SGLang's scheduler asks an algorithm's spec object what it is at a dozen places. specplug's
+algorithms answer as SGLang's own NGRAM does (``is_ngram()`` true): they run on the n-gram
+worker's verify path (a draft tree checked under a mask, no draft KV cache, no draft model),
+so every NGRAM branch of the scheduler (the overlap relay of accepted tokens, the KV sizing,
+the disabled mixed chunk) is the right one. The places that compare the literal name "NGRAM"
+instead (the external-corpus API) stay NGRAM's own: specplug has no external corpus.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang.srt.speculative.spec_registry import CustomSpecAlgo
+
+from specplug_adapters.sglang._config import DEFAULT_NUM_DRAFT_TOKENS, check_options, read_options
+
+__all__ = ["SpecplugSpecAlgo", "apply_defaults", "validate_server_args"]
+
+#: the running-request cap SGLang's NGRAM sets when none is given (its verify buffers are sized by it)
+_DEFAULT_MAX_RUNNING_REQUESTS = 48
+
+
+class SpecplugSpecAlgo(CustomSpecAlgo):
+    """A SPECPLUG_* algorithm: NGRAM's scheduler paths, specplug's worker and defaults."""
+
+    def is_ngram(self) -> bool:
+        return True
+
+    def has_draft_kv(self) -> bool:
+        return False  # the tree lives only in the verify mask, as NGRAM's
+
+    def carries_draft_hidden_states(self) -> bool:
+        return False
+
+    def need_topk(self) -> bool:
+        return False
+
+    def get_platform_worker_cls(self) -> type | None:
+        return None  # no out-of-tree platform worker replaces specplug's
+
+    def create_future_map(
+        self,
+        device: Any,
+        req_to_token_pool: Any,
+        needs_cpu_seq_lens: bool = True,
+        needs_confidence_relay: bool = False,
+    ) -> Any:
+        from sglang.srt.managers.overlap_utils import FutureMap
+
+        return FutureMap(device, self, req_to_token_pool, needs_cpu_seq_lens, needs_confidence_relay)
+
+    def handle_server_args(self, server_args: Any) -> None:
+        apply_defaults(server_args)
+
+
+def apply_defaults(server_args: Any) -> None:
+    """Set what SGLang's NGRAM sets for itself: width, chain top-k, steps, no mixed chunk, no CPU overlap.
+
+    ``server_args`` is SGLang's recorder of a plugin's writes (or a plain object in tests):
+    reads see the configuration so far, writes are declared as this algorithm's defaults.
+    """
+    if server_args.device not in ("cuda", "cpu", "xpu"):
+        raise ValueError(
+            f"--device {server_args.device!r} is not valid for {server_args.speculative_algorithm}; "
+            "specplug's algorithms run where SGLang's NGRAM does: cuda, cpu or xpu"
+        )
+    if server_args.speculative_num_draft_tokens is None:
+        server_args.speculative_num_draft_tokens = DEFAULT_NUM_DRAFT_TOKENS
+    # drafts are chains below one root; a tree's alternatives still fit the mask, not a top-k
+    server_args.speculative_eagle_topk = 1
+    if server_args.speculative_num_steps is None:
+        server_args.speculative_num_steps = server_args.speculative_num_draft_tokens - 1
+    server_args.enable_mixed_chunk = False  # as NGRAM: its overlap relay skips what a mixed chunk reads
+    if server_args.max_running_requests is None:
+        server_args.max_running_requests = _DEFAULT_MAX_RUNNING_REQUESTS
+    if server_args.device == "cpu":
+        server_args.disable_overlap_schedule = True  # SGLang runs no overlap schedule on a CPU
+
+
+def validate_server_args(server_args: Any) -> None:
+    """SGLang's validation hook: the algorithm, its JSON options and the width, in the launching process."""
+    check_options(
+        server_args.speculative_algorithm,
+        read_options(),
+        server_args.speculative_num_draft_tokens,
+    )

@@ -1,0 +1,55 @@
+"""SGLang engines on this CPU for the end-to-end tests: SmolLM2-135M in fp32, greedy, torch-native attention.
+
+Engine starts take about a minute here, so each configuration starts once per module."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+#: code-edit prompts: the output repeats the prompt's lines, so lookups have something to draft
+PROMPTS = [
+    "def fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n\n"
+    "# the same function, renamed to fib2:\ndef fib2(n):\n",
+    "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n\n"
+    "# the same class, renamed to Vector:\nclass Vector:\n",
+]
+SAMPLING = {"temperature": 0, "max_new_tokens": 40}
+#: what every engine here is started with (the CPU path the test harness completes)
+ENGINE_ARGS = {
+    "device": "cpu",
+    "attention_backend": "torch_native",
+    "dtype": "float32",
+    "mem_fraction_static": 0.3,
+    "max_total_tokens": 4096,
+    "max_running_requests": 4,
+    "disable_cuda_graph": True,
+    "grammar_backend": "none",
+    "log_level": "warning",
+}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cpu_engine_env():
+    os.environ["SGLANG_USE_CPU_ENGINE"] = "1"
+
+
+def start_engine(model_dir: str, **kwargs):
+    import sglang
+
+    return sglang.Engine(model_path=model_dir, **ENGINE_ARGS, **kwargs)
+
+
+def generate(engine) -> list[dict]:
+    return engine.generate(PROMPTS, dict(SAMPLING))
+
+
+@pytest.fixture(scope="session")
+def plain(sglang, model_dir) -> list[dict]:
+    """The outputs without speculation: what every speculative run must reproduce token for token."""
+    engine = start_engine(model_dir)
+    try:
+        return generate(engine)
+    finally:
+        engine.shutdown()
