@@ -11,14 +11,25 @@ from __future__ import annotations
 import abc
 import operator
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal
 
 import numpy as np
 
 from specplug._errors import InvalidOptionError, InvalidTokensError, RequestStateError
 
-__all__ = ["DRAFT_KINDS", "MAX_TOKEN_ID", "Draft", "DraftKind", "Proposer", "RequestId", "accepted_prefix", "as_token_array"]
+__all__ = [
+    "DRAFT_KINDS",
+    "MAX_TOKEN_ID",
+    "BatchDrafts",
+    "BatchStep",
+    "Draft",
+    "DraftKind",
+    "Proposer",
+    "RequestId",
+    "accepted_prefix",
+    "as_token_array",
+]
 
 RequestId = Hashable
 
@@ -101,6 +112,109 @@ def as_token_array(tokens: object, what: str = "token_ids") -> np.ndarray:
     return np.array(items, dtype=np.int64)
 
 
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStep:
+    """One engine step for a whole batch, as arrays: what :meth:`Proposer.step_batch` takes.
+
+    Applied in this order: ``stopped`` requests end; ``started`` requests begin with their
+    prompts; then per row ``i`` (request ``request_ids[i]``) the tokens
+    ``new_tokens[offsets[i]:offsets[i + 1]]`` are appended (none: the row is only drafted for),
+    and a draft of at most ``limits[i]`` tokens is made (a limit of 0: no draft for that row).
+
+    >>> step = BatchStep.of(["a", "b"], [[5, 6], []], [4, 4], started=[("b", [1, 2])])
+    >>> step.offsets.tolist(), step.rows
+    ([0, 2, 2], 2)
+    """
+
+    request_ids: Sequence[RequestId]
+    #: every row's new tokens, concatenated (int64)
+    new_tokens: np.ndarray
+    #: row ``i``'s new tokens are ``new_tokens[offsets[i]:offsets[i + 1]]`` (int64, rows + 1)
+    offsets: np.ndarray
+    #: most draft tokens per row (int64; 0: none)
+    limits: np.ndarray
+    started: Sequence[tuple[RequestId, np.ndarray]] = ()
+    stopped: Sequence[RequestId] = ()
+
+    @property
+    def rows(self) -> int:
+        return len(self.request_ids)
+
+    @classmethod
+    def of(
+        cls,
+        request_ids: Sequence[RequestId],
+        new_tokens: Sequence[Sequence[int] | np.ndarray],
+        limits: Sequence[int] | np.ndarray,
+        *,
+        started: Iterable[tuple[RequestId, Sequence[int] | np.ndarray]] = (),
+        stopped: Iterable[RequestId] = (),
+    ) -> BatchStep:
+        """Build a step from per-row lists (validating every token)."""
+        arrays = [as_token_array(tokens, f"new_tokens[{row}]") for row, tokens in enumerate(new_tokens)]
+        offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([len(array) for array in arrays], dtype=np.int64)
+        flat = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.int64)
+        return cls(
+            list(request_ids),
+            flat.astype(np.int64, copy=False),
+            offsets,
+            np.asarray(limits, dtype=np.int64),
+            [(request_id, as_token_array(prompt, "prompt_ids")) for request_id, prompt in started],
+            list(stopped),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchDrafts:
+    """Every row's draft of one :class:`BatchStep`, as arrays.
+
+    Row ``i`` drafted ``tokens[i, :lengths[i]]``; ``accepted[i]`` is how many tokens of its
+    previous draft the step's new tokens accepted; ``scores[i]`` is NaN where the proposer gave
+    no score. ``sources`` and ``needs_neural`` are per row too.
+    """
+
+    tokens: np.ndarray  # int64 [rows, width]
+    lengths: np.ndarray  # int64 [rows]
+    accepted: np.ndarray  # int64 [rows]
+    sources: Sequence[str]
+    scores: np.ndarray  # float64 [rows], NaN: no score
+    needs_neural: np.ndarray  # bool [rows]
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def draft(self, row: int) -> Draft:
+        """Row ``row``'s draft as a :class:`Draft`."""
+        score = float(self.scores[row])
+        return Draft(
+            tuple(self.tokens[row, : self.lengths[row]].tolist()),
+            self.sources[row],
+            None if score != score else score,
+            bool(self.needs_neural[row]),
+        )
+
+    def drafts(self) -> list[Draft]:
+        return [self.draft(row) for row in range(len(self))]
+
+    @classmethod
+    def from_drafts(cls, drafts: Sequence[Draft], accepted: Sequence[int] | np.ndarray, width: int) -> BatchDrafts:
+        """Pack per-row drafts (the per-request path) into arrays ``width`` tokens wide."""
+        rows = len(drafts)
+        tokens = np.zeros((rows, width), dtype=np.int64)
+        lengths = np.zeros(rows, dtype=np.int64)
+        scores = np.full(rows, np.nan)
+        needs = np.ones(rows, dtype=bool)
+        for row, draft in enumerate(drafts):
+            count = min(len(draft.tokens), width)
+            tokens[row, :count] = draft.tokens[:count]
+            lengths[row] = count
+            if draft.score is not None:
+                scores[row] = draft.score
+            needs[row] = draft.needs_neural
+        return cls(tokens, lengths, np.asarray(accepted, dtype=np.int64), [d.source for d in drafts], scores, needs)
 
 
 def _reject(what: str, index: int, token: int) -> None:
@@ -201,6 +315,79 @@ class Proposer(abc.ABC):
             self._check_live(request_id, "extend")
             as_token_array(tokens)
         return [self.extend(request_id, tokens) for request_id, tokens in items]
+
+    def step_batch(self, step: BatchStep) -> BatchDrafts:
+        """One engine step for the whole batch: stops, starts, every row's new tokens, every row's draft.
+
+        The batch path of ``stop``/``start``/``extend``/``propose`` (see :class:`BatchStep` for the
+        order): it gives the same drafts and the same learning as those calls, and a proposer with
+        a fast path overrides :meth:`_step_batch`. Everything is checked before any state changes,
+        so a step that raises leaves every request as it was. Drafts are cut to their row's limit.
+
+        >>> from specplug import create
+        >>> p = create("ngram", min_n=1, max_n=2)
+        >>> out = p.step_batch(BatchStep.of(["r"], [[2]], [2], started=[("r", [1, 2, 3, 1])]))
+        >>> out.draft(0).tokens, out.accepted.tolist()
+        ((3, 1), [0])
+        """
+        self._check_step(step)
+        return self._step_batch(step)
+
+    def _check_step(self, step: BatchStep) -> None:
+        rows = step.rows
+        offsets, limits, tokens = step.offsets, step.limits, step.new_tokens
+        if offsets.shape != (rows + 1,) or limits.shape != (rows,):
+            raise InvalidTokensError(
+                f"a batch step of {rows} rows needs offsets of shape ({rows + 1},) and limits of shape ({rows},); "
+                f"got {offsets.shape} and {limits.shape}"
+            )
+        if rows and (offsets[0] != 0 or offsets[-1] != len(tokens) or bool(np.any(np.diff(offsets) < 0))):
+            raise InvalidTokensError(
+                f"offsets {offsets.tolist()!r:.80} must rise from 0 to len(new_tokens) = {len(tokens)}"
+            )
+        if rows and int(limits.min()) < 0:
+            raise InvalidOptionError(f"limits[{int(np.argmin(limits))}] = {int(limits.min())} is negative; limits are ints >= 0")
+        as_token_array(tokens, "new_tokens")
+        live = set(self._pending)
+        for request_id in step.stopped:
+            self._check_live(request_id, "stop")
+            live.discard(request_id)
+        for request_id, prompt in step.started:
+            self._check_id(request_id)
+            if request_id in live:
+                raise RequestStateError(
+                    f"request {request_id!r} is already started; stop it before starting it again"
+                )
+            as_token_array(prompt, "prompt_ids")
+            live.add(request_id)
+        if len(set(step.request_ids)) != rows:
+            raise RequestStateError("a request id appears in two rows of one batch step")
+        for request_id in step.request_ids:
+            self._check_id(request_id)
+            if request_id not in live:
+                raise RequestStateError(
+                    f"row for request {request_id!r}, which is not started (or stopped); start it in the step first"
+                )
+
+    def _step_batch(self, step: BatchStep) -> BatchDrafts:
+        """The per-request path, row by row: the default, and the reference of every fast path."""
+        for request_id in step.stopped:
+            self.stop(request_id)
+        for request_id, prompt in step.started:
+            self.start(request_id, prompt)
+        offsets, limits = step.offsets, step.limits
+        accepted = np.zeros(step.rows, dtype=np.int64)
+        drafts: list[Draft] = []
+        empty = self.empty_draft()
+        for row, request_id in enumerate(step.request_ids):
+            begin, end = int(offsets[row]), int(offsets[row + 1])
+            if end > begin:
+                accepted[row] = self.extend(request_id, step.new_tokens[begin:end])
+            limit = int(limits[row])
+            draft = self.propose(request_id, limit) if limit > 0 else empty
+            drafts.append(draft if len(draft.tokens) <= limit else replace(draft, tokens=draft.tokens[:limit]))
+        width = int(limits.max()) if step.rows else 0
+        return BatchDrafts.from_drafts(drafts, accepted, width)
 
     def active_requests(self) -> list[RequestId]:
         """Ids of the requests started and not yet stopped."""

@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, model_validator
 
-from specplug._contract import Draft, Proposer, RequestId
+from numba import typed, types
+
+from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, accepted_prefix
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.proposers import _ngram_kernels as kernels
@@ -35,11 +37,12 @@ class NgramOptions(MethodOptions):
 
 
 class _Index:
-    """One request's tokens and its n-gram tables."""
+    """One request's tokens and its n-gram tables (``slot``: its place in the batch path's lists)."""
 
-    __slots__ = ("buffer", "counts", "positions", "used")
+    __slots__ = ("buffer", "counts", "positions", "slot", "used")
 
     def __init__(self, prompt: np.ndarray, rows: int, count_hits: bool) -> None:
+        self.slot = -1
         self.buffer = TokenBuffer(np.empty(0, dtype=np.int32), spare=len(prompt) + 64)
         self.positions = np.full((rows, 16), kernels.EMPTY, dtype=np.int32)
         self.counts = np.zeros((rows, 16 if count_hits else 0), dtype=np.int32)
@@ -47,6 +50,58 @@ class _Index:
 
     def nbytes(self) -> int:
         return self.buffer.array.nbytes + self.positions.nbytes + self.counts.nbytes + self.used.nbytes
+
+
+class _Slots:
+    """Every live request's arrays in numba lists, by slot, for the batch kernel.
+
+    The lists hold the very arrays of each ``_Index`` (numba shares their memory), so the
+    per-request path and the batch path see one state; an array that is reallocated (growth)
+    is published again. A stopped request's slot gets empty arrays and is reused.
+    """
+
+    def __init__(self) -> None:
+        self.buffers = typed.List.empty_list(types.int32[::1])
+        self.tables = typed.List.empty_list(types.int32[:, ::1])
+        self.counts = typed.List.empty_list(types.int32[:, ::1])
+        self.used = typed.List.empty_list(types.int64[::1])
+        self.lengths = np.zeros(16, dtype=np.int64)
+        self._free: list[int] = []
+
+    def add(self, index: _Index) -> None:
+        if self._free:
+            index.slot = self._free.pop()
+        else:
+            index.slot = len(self.buffers)
+            self.buffers.append(index.buffer.array)
+            self.tables.append(index.positions)
+            self.counts.append(index.counts)
+            self.used.append(index.used)
+            if index.slot >= len(self.lengths):
+                self.lengths = np.concatenate([self.lengths, np.zeros(len(self.lengths), dtype=np.int64)])
+        self.publish(index)
+
+    def publish(self, index: _Index) -> None:
+        slot = index.slot
+        self.buffers[slot] = index.buffer.array
+        self.tables[slot] = index.positions
+        self.counts[slot] = index.counts
+        self.used[slot] = index.used
+        self.lengths[slot] = index.buffer.length
+
+    def remove(self, index: _Index) -> None:
+        slot = index.slot
+        self.buffers[slot] = _NO_TOKENS
+        self.tables[slot] = _NO_TABLE
+        self.counts[slot] = _NO_TABLE
+        self.used[slot] = _NO_USED
+        self.lengths[slot] = 0
+        self._free.append(slot)
+
+
+_NO_TOKENS = np.empty(0, dtype=np.int32)
+_NO_TABLE = np.empty((0, 0), dtype=np.int32)
+_NO_USED = np.empty(0, dtype=np.int64)
 
 
 class NgramProposer(Proposer):
@@ -65,17 +120,22 @@ class NgramProposer(Proposer):
         self.options = options
         self._rows = options.max_n - options.min_n + 1
         self._index: dict[RequestId, _Index] = {}
+        # The batch path's view of every request's arrays, by slot: numba lists that hold the
+        # same arrays as the _Index objects (no copy), so one kernel call reaches every row.
+        self._slots = _Slots()
 
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
         index = _Index(prompt, self._rows, self.options.min_hits > 1)
         self._append(index, prompt)
+        self._slots.add(index)
         self._index[request_id] = index
 
     def _append(self, index: _Index, tokens: np.ndarray) -> None:
         buffer = index.buffer
-        buffer.reserve(len(tokens))
+        moved = buffer.reserve(len(tokens))
         needed = int(index.used.max()) + len(tokens)
         if needed > kernels.MAX_LOAD * index.positions.shape[1]:
+            moved = True
             # Grow to a load of about a half and rebuild from the tokens: amortised O(1).
             capacity = 1 << int(2 * needed).bit_length()
             index.positions = np.full((self._rows, capacity), kernels.EMPTY, dtype=np.int32)
@@ -88,6 +148,70 @@ class NgramProposer(Proposer):
         buffer.length = kernels.ngram_append(
             buffer.array, buffer.length, tokens, index.positions, index.counts, index.used, self.options.min_n
         )
+        if index.slot >= 0:
+            self._slots.lengths[index.slot] = buffer.length
+            if moved:
+                self._slots.publish(index)
+
+    def _step_batch(self, step: BatchStep) -> BatchDrafts:
+        """The batch path: lifecycle changes per request, then one kernel call for every row."""
+        for request_id in step.stopped:
+            self.stop(request_id)
+        for request_id, prompt in step.started:
+            self.start(request_id, prompt)
+        rows = step.rows
+        ids = step.request_ids
+        offsets = step.offsets
+        pending = self._pending
+        indexes = [self._index[request_id] for request_id in ids]
+        slots = np.array([index.slot for index in indexes], dtype=np.int64)
+        # acceptance of each row's last draft, as extend() counts it (a draft is a few tokens)
+        accepted = np.zeros(rows, dtype=np.int64)
+        new_tokens = step.new_tokens
+        flat = new_tokens.tolist()
+        bounds = offsets.tolist()
+        observed: list[tuple[RequestId, Draft, int]] = []
+        for row, request_id in enumerate(ids):
+            begin, end = bounds[row], bounds[row + 1]
+            if end > begin:
+                draft = pending[request_id]
+                pending[request_id] = None
+                if draft is not None:
+                    accepted[row] = count = accepted_prefix(draft.tokens, flat[begin:end])
+                    observed.append((request_id, draft, count))
+        limits = step.limits
+        width = int(limits.max()) if rows else 0
+        out = np.zeros((rows, width), dtype=np.int64)
+        lengths = np.zeros(rows, dtype=np.int64)
+        blocked = np.zeros(rows, dtype=np.bool_)
+        table = self._slots
+        options = self.options
+        tokens32 = new_tokens.astype(np.int32)
+        if rows:
+            kernels.ngram_step_batch(
+                table.buffers, table.lengths, table.tables, table.counts, table.used, slots, tokens32, offsets,
+                limits, options.min_n, options.min_hits, options.max_tokens, out, lengths, blocked,
+            )
+        for row in np.flatnonzero(blocked).tolist():
+            # no room: grow through the per-request path, then draft this row alone
+            index = indexes[row]
+            self._append(index, new_tokens[bounds[row] : bounds[row + 1]])
+            if limits[row] > 0:
+                draft = self._propose(ids[row], int(limits[row]))
+                lengths[row] = len(draft.tokens)
+                out[row, : len(draft.tokens)] = draft.tokens
+        for row in range(rows):
+            if bounds[row + 1] > bounds[row] and not blocked[row]:
+                indexes[row].buffer.length = int(table.lengths[slots[row]])
+        for request_id, draft, count in observed:  # as extend() does, once the tokens are in
+            self._observe(request_id, draft, count)
+        name = self.name
+        drafted = out.tolist()
+        counts = lengths.tolist()
+        for row, request_id in enumerate(ids):
+            if limits[row] > 0:
+                pending[request_id] = Draft(tuple(drafted[row][: counts[row]]), name)
+        return BatchDrafts(out, lengths, accepted, [name] * rows, np.full(rows, np.nan), np.ones(rows, dtype=np.bool_))
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         index = self._index[request_id]
@@ -104,7 +228,7 @@ class NgramProposer(Proposer):
         self._append(self._index[request_id], tokens)
 
     def _stop(self, request_id: RequestId) -> None:
-        del self._index[request_id]
+        self._slots.remove(self._index.pop(request_id))
 
     def state_nbytes(self, request_id: RequestId) -> int:
         """Bytes held for one request (tokens and tables)."""
