@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -164,6 +165,8 @@ class GuardedProposer:
                     draft = self.proposer.propose(request_id, limit)
                 except Exception as error:  # noqa: BLE001
                     self._fault("propose", request_id, error)
+                if len(draft.tokens) > limit:  # a proposer that overshoots is cut, never passed on
+                    draft = replace(draft, tokens=draft.tokens[:limit])
             drafts.append(draft)
         return BatchDrafts.from_drafts(drafts, accepted, int(step.limits.max()) if step.rows else 0)
 

@@ -17,8 +17,15 @@ import specplug
 from specplug import BatchStep, InvalidOptionError, InvalidTokensError, RequestStateError
 from tests.streams import repetitive_tokens
 
+def _batch_kernel_always(proposer):
+    proposer.batch_kernel_from = 0  # the batch kernel even for one row (else small batches go row by row)
+    return proposer
+
+
 METHODS = {
     "ngram": lambda: specplug.create("ngram", min_n=1, max_n=3),
+    "ngram-kernel": lambda: _batch_kernel_always(specplug.create("ngram", min_n=1, max_n=3)),
+    "ngram-kernel-hits": lambda: _batch_kernel_always(specplug.create("ngram", min_n=2, max_n=4, min_hits=2, max_tokens=5)),
     "ngram-hits": lambda: specplug.create("ngram", min_n=2, max_n=4, min_hits=2, max_tokens=5),
     "ngram-reference": lambda: specplug.create("ngram", implementation="reference", min_n=1, max_n=3),
     "suffix": lambda: specplug.create("suffix"),
@@ -92,8 +99,8 @@ def test_batch_step_equals_per_request_calls(method, data):
     assert data.draw(_schedule_and_run(method))
 
 
-def test_ngram_batch_path_grows_its_arrays_like_the_per_request_path():
-    batch, single = METHODS["ngram"](), METHODS["ngram"]()
+def test_ngram_batch_kernel_grows_its_arrays_like_the_per_request_path():
+    batch, single = METHODS["ngram-kernel"](), METHODS["ngram"]()
     rng = np.random.default_rng(0)
     batch.step_batch(BatchStep.of([], [], [], started=[("a", [1, 2]), ("b", [3])]))
     single.start("a", [1, 2])

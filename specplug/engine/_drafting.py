@@ -118,7 +118,7 @@ class EngineDrafting:
         empty = Draft((), self.guard.name, 0.0)
         drafts = [empty] * len(plan.rows)
         for position, row in enumerate(rows):
-            drafts[row] = got.draft(position) if got.lengths[position] else empty
+            drafts[row] = got.draft(position)
         self.stats.step()
         return drafts
 
@@ -143,7 +143,7 @@ class EngineDrafting:
         empty = Draft((), self.guard.name, 0.0)
         drafts = [empty] * len(rows)
         for position, row in enumerate(asked):
-            drafts[row] = got.draft(position) if got.lengths[position] else empty
+            drafts[row] = got.draft(position)
         self.stats.step()
         return drafts
 

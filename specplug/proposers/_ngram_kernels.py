@@ -90,7 +90,7 @@ def ngram_lookup(tokens, length, positions, counts, min_n, min_hits):
 
 @njit(cache=True)
 def ngram_step_batch(
-    buffers, lengths, tables, counts, used, slots, new_tokens, offsets, limits, min_n, min_hits, max_tokens, out, out_lengths, blocked
+    arrays, lengths, slots, new_tokens, offsets, limits, min_n, min_hits, max_tokens, out, out_lengths, blocked
 ):
     """One engine step for every row: append its new tokens, then draft (one call for the batch).
 
@@ -105,23 +105,21 @@ def ngram_step_batch(
         slot = slots[row]
         begin = offsets[row]
         count = offsets[row + 1] - begin
-        tokens = buffers[slot]
+        tokens, table, row_counts, row_used = arrays[slot]
         length = lengths[slot]
         if count:
-            table = tables[slot]
-            row_used = used[slot]
             most = 0
             for k in range(len(row_used)):
                 most = max(most, row_used[k])
             if length + count > len(tokens) or most + count > MAX_LOAD * table.shape[1]:
                 blocked[row] = True
                 continue
-            length = ngram_append(tokens, length, new_tokens[begin : begin + count], table, counts[slot], row_used, min_n)
+            length = ngram_append(tokens, length, new_tokens[begin : begin + count], table, row_counts, row_used, min_n)
             lengths[slot] = length
         out_lengths[row] = 0
         if limits[row] < 1:
             continue
-        start = ngram_lookup(tokens, length, tables[slot], counts[slot], min_n, min_hits)
+        start = ngram_lookup(tokens, length, table, row_counts, min_n, min_hits)
         if start < 0:
             continue
         take = min(limits[row], max_tokens, length - start)

@@ -53,18 +53,16 @@ class _Index:
 
 
 class _Slots:
-    """Every live request's arrays in numba lists, by slot, for the batch kernel.
+    """Every live request's arrays in one numba list, by slot, for the batch kernel.
 
-    The lists hold the very arrays of each ``_Index`` (numba shares their memory), so the
+    The list holds the very arrays of each ``_Index`` (numba shares their memory), so the
     per-request path and the batch path see one state; an array that is reallocated (growth)
-    is published again. A stopped request's slot gets empty arrays and is reused.
+    is published again. One list of tuples, not a list per array: passing a typed list to a
+    kernel costs microseconds each, whatever its length. A stopped request's slot is reused.
     """
 
     def __init__(self) -> None:
-        self.buffers = typed.List.empty_list(types.int32[::1])
-        self.tables = typed.List.empty_list(types.int32[:, ::1])
-        self.counts = typed.List.empty_list(types.int32[:, ::1])
-        self.used = typed.List.empty_list(types.int64[::1])
+        self.arrays = typed.List.empty_list(_SLOT_TYPE)
         self.lengths = np.zeros(16, dtype=np.int64)
         self._free: list[int] = []
 
@@ -72,36 +70,27 @@ class _Slots:
         if self._free:
             index.slot = self._free.pop()
         else:
-            index.slot = len(self.buffers)
-            self.buffers.append(index.buffer.array)
-            self.tables.append(index.positions)
-            self.counts.append(index.counts)
-            self.used.append(index.used)
+            index.slot = len(self.arrays)
+            self.arrays.append(_EMPTY_SLOT)
             if index.slot >= len(self.lengths):
                 self.lengths = np.concatenate([self.lengths, np.zeros(len(self.lengths), dtype=np.int64)])
         self.publish(index)
 
     def publish(self, index: _Index) -> None:
-        slot = index.slot
-        self.buffers[slot] = index.buffer.array
-        self.tables[slot] = index.positions
-        self.counts[slot] = index.counts
-        self.used[slot] = index.used
-        self.lengths[slot] = index.buffer.length
+        self.arrays[index.slot] = (index.buffer.array, index.positions, index.counts, index.used)
+        self.lengths[index.slot] = index.buffer.length
 
     def remove(self, index: _Index) -> None:
-        slot = index.slot
-        self.buffers[slot] = _NO_TOKENS
-        self.tables[slot] = _NO_TABLE
-        self.counts[slot] = _NO_TABLE
-        self.used[slot] = _NO_USED
-        self.lengths[slot] = 0
-        self._free.append(slot)
+        self.arrays[index.slot] = _EMPTY_SLOT
+        self.lengths[index.slot] = 0
+        self._free.append(index.slot)
 
 
 _NO_TOKENS = np.empty(0, dtype=np.int32)
 _NO_TABLE = np.empty((0, 0), dtype=np.int32)
 _NO_USED = np.empty(0, dtype=np.int64)
+_EMPTY_SLOT = (_NO_TOKENS, _NO_TABLE, _NO_TABLE, _NO_USED)
+_SLOT_TYPE = types.Tuple((types.int32[::1], types.int32[:, ::1], types.int32[:, ::1], types.int64[::1]))
 
 
 class NgramProposer(Proposer):
@@ -114,6 +103,8 @@ class NgramProposer(Proposer):
     """
 
     name = "ngram"
+    #: batches of more rows than this go through the batch kernel (fewer: row by row)
+    batch_kernel_from = 4
 
     def __init__(self, options: NgramOptions) -> None:
         super().__init__()
@@ -155,11 +146,11 @@ class NgramProposer(Proposer):
 
     def _step_batch(self, step: BatchStep) -> BatchDrafts:
         """The batch path: lifecycle changes per request, then one kernel call for every row."""
-        for request_id in step.stopped:
-            self.stop(request_id)
-        for request_id, prompt in step.started:
-            self.start(request_id, prompt)
+        self._step_lifecycle(step)
         rows = step.rows
+        if rows <= self.batch_kernel_from:
+            # a few rows: row by row (passing the numba list to the batch kernel costs more)
+            return self._step_rows(step)
         ids = step.request_ids
         offsets = step.offsets
         pending = self._pending
@@ -180,38 +171,41 @@ class NgramProposer(Proposer):
                     accepted[row] = count = accepted_prefix(draft.tokens, flat[begin:end])
                     observed.append((request_id, draft, count))
         limits = step.limits
-        width = int(limits.max()) if rows else 0
+        limit_list = limits.tolist()
+        width = max(limit_list) if rows else 0
         out = np.zeros((rows, width), dtype=np.int64)
         lengths = np.zeros(rows, dtype=np.int64)
         blocked = np.zeros(rows, dtype=np.bool_)
         table = self._slots
         options = self.options
-        tokens32 = new_tokens.astype(np.int32)
-        if rows:
-            kernels.ngram_step_batch(
-                table.buffers, table.lengths, table.tables, table.counts, table.used, slots, tokens32, offsets,
-                limits, options.min_n, options.min_hits, options.max_tokens, out, lengths, blocked,
-            )
-        for row in np.flatnonzero(blocked).tolist():
+        kernels.ngram_step_batch(
+            table.arrays, table.lengths, slots, new_tokens.astype(np.int32), offsets,
+            limits, options.min_n, options.min_hits, options.max_tokens, out, lengths, blocked,
+        )
+        for row in [row for row, stuck in enumerate(blocked.tolist()) if stuck]:
             # no room: grow through the per-request path, then draft this row alone
             index = indexes[row]
-            self._append(index, new_tokens[bounds[row] : bounds[row + 1]])
-            if limits[row] > 0:
-                draft = self._propose(ids[row], int(limits[row]))
+            if bounds[row + 1] > bounds[row]:
+                self._append(index, new_tokens[bounds[row] : bounds[row + 1]])
+            if limit_list[row] > 0:
+                draft = self._propose(ids[row], limit_list[row])
                 lengths[row] = len(draft.tokens)
                 out[row, : len(draft.tokens)] = draft.tokens
+        known = table.lengths[slots].tolist()
         for row in range(rows):
             if bounds[row + 1] > bounds[row] and not blocked[row]:
-                indexes[row].buffer.length = int(table.lengths[slots[row]])
+                indexes[row].buffer.length = known[row]
         for request_id, draft, count in observed:  # as extend() does, once the tokens are in
             self._observe(request_id, draft, count)
         name = self.name
         drafted = out.tolist()
         counts = lengths.tolist()
         for row, request_id in enumerate(ids):
-            if limits[row] > 0:
+            if limit_list[row] > 0:
                 pending[request_id] = Draft(tuple(drafted[row][: counts[row]]), name)
-        return BatchDrafts(out, lengths, accepted, [name] * rows, np.full(rows, np.nan), np.ones(rows, dtype=np.bool_))
+        scores = np.empty(rows)
+        scores.fill(np.nan)  # np.full costs microseconds more
+        return BatchDrafts(out, lengths, accepted, [name] * rows, scores, np.ones(rows, dtype=np.bool_))
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         index = self._index[request_id]
