@@ -29,6 +29,8 @@ METHODS = {
     "ngram-hits": lambda: specplug.create("ngram", min_n=2, max_n=4, min_hits=2, max_tokens=5),
     "ngram-reference": lambda: specplug.create("ngram", implementation="reference", min_n=1, max_n=3),
     "suffix": lambda: specplug.create("suffix"),
+    "suffix-kernel": lambda: _batch_kernel_always(specplug.create("suffix")),
+    "suffix-kernel-long": lambda: _batch_kernel_always(specplug.create("suffix", min_match=1, long_match=3, max_depth=6)),
     "adaptive": lambda: specplug.create("adaptive", candidates=["suffix", "ngram"]),
 }
 
@@ -97,6 +99,28 @@ def _schedule_and_run(draw, method):
 @given(data=st.data())
 def test_batch_step_equals_per_request_calls(method, data):
     assert data.draw(_schedule_and_run(method))
+
+
+def test_suffix_batch_kernel_grows_rings_and_reads_the_cache_like_the_per_request_path():
+    batch, single = _batch_kernel_always(specplug.create("suffix")), specplug.create("suffix")
+    rng = np.random.default_rng(1)
+    for generation in range(3):  # finished requests feed the global cache the next ones draft from
+        ids = [f"{generation}-{row}" for row in range(3)]
+        prompts = [rng.integers(0, 5, size=int(rng.integers(1, 40))).tolist() for _ in ids]
+        batch.step_batch(BatchStep.of([], [], [], started=list(zip(ids, prompts))))
+        for rid, prompt in zip(ids, prompts):
+            single.start(rid, prompt)
+        for _ in range(120):
+            tokens = [rng.integers(0, 5, size=int(rng.integers(1, 9))).tolist() for _ in ids]
+            got = batch.step_batch(BatchStep.of(ids, tokens, [6, 6, 6]))
+            for row, rid in enumerate(ids):
+                accepted = single.extend(rid, tokens[row])
+                expected = single.propose(rid, 6)
+                assert got.draft(row).tokens == expected.tokens and got.draft(row).score == expected.score
+                assert int(got.accepted[row]) == accepted
+        batch.step_batch(BatchStep.of([], [], [], stopped=ids))
+        for rid in ids:
+            single.stop(rid)
 
 
 def test_ngram_batch_kernel_grows_its_arrays_like_the_per_request_path():
