@@ -154,3 +154,29 @@ def test_a_bad_batch_step_names_the_bad_value_and_changes_nothing():
         proposer.step_batch(BatchStep.of(["a", "a"], [[1], [1]], [1, 1]))
     assert proposer.active_requests() == ["a"]
     assert proposer.extend("a", [1, 2]) == 0 and proposer.propose("a", 2).tokens == (3, 1)
+
+
+def test_a_fault_in_a_batch_path_costs_the_steps_rows_their_drafts_until_they_stop():
+    from specplug import GuardedProposer
+    from specplug.proposers.ngram import NgramOptions, NgramProposer
+
+    class Breaks(NgramProposer):
+        broken = False
+
+        def _step_batch(self, step):
+            if self.broken:
+                raise RuntimeError("kernel bug")
+            return super()._step_batch(step)
+
+    proposer = Breaks(NgramOptions(min_n=1, max_n=2))
+    guard = GuardedProposer(proposer)
+    got = guard.step_batch(BatchStep.of(["a", "b"], [[2], [2]], [2, 2], started=[("a", [1, 2, 3, 1]), ("b", [5])]))
+    assert got.draft(0).tokens == (3, 1)
+    proposer.broken = True
+    got = guard.step_batch(BatchStep.of(["a", "b"], [[3], [1]], [2, 2]))
+    assert list(got.lengths) == [0, 0] and guard.counters["faults"] == 1
+    proposer.broken = False
+    got = guard.step_batch(BatchStep.of(["a", "b"], [[1], [1]], [2, 2]))  # still disabled: state unknown
+    assert list(got.lengths) == [0, 0]
+    got = guard.step_batch(BatchStep.of(["a"], [[2]], [2], stopped=["a"], started=[("a", [1, 2, 3, 1])]))
+    assert got.draft(0).tokens == (3, 1)  # restarted: drafts again
