@@ -31,8 +31,10 @@ __all__ = ["BatchRow", "run_batch_perf"]
 TARGET_US_PER_ROW = 5.0
 #: a composite's step time, at most this many times the suffix lookup's on the same batch
 TARGET_COMPOSITE_RATIO = 2.0
-#: row r's context starts this many tokens further into the stream (rows differ, the stream is finite)
+#: row r's context starts (r * ROW_OFFSET) % ROW_SPAN tokens into the stream: rows differ, and the
+#: offsets stay within what the standard library's text stream holds (about 211k tokens) at 64k
 ROW_OFFSET = 1543
+ROW_SPAN = 1 << 16
 
 
 @dataclass
@@ -79,7 +81,7 @@ def _vllm_ngram(batch: int, max_len: int, k: int, min_n: int, max_n: int) -> Any
 def _rows(workload: str, size: int, batch: int, continuation: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     out = []
     for row in range(batch):
-        made = build_workload(workload, size, continuation, seed=seed * 1000 + row, offset=row * ROW_OFFSET)
+        made = build_workload(workload, size, continuation, seed=seed * 1000 + row, offset=(row * ROW_OFFSET) % ROW_SPAN)
         out.append((made.context, made.continuation))
     return out
 
