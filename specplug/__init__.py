@@ -1,6 +1,17 @@
 """specplug: speculative-decoding proposers written once, run inside existing engines."""
 
-from specplug._contract import DRAFT_KINDS, MAX_TOKEN_ID, Draft, DraftKind, Proposer, RequestId, accepted_prefix, as_token_array
+from specplug._contract import (
+    DRAFT_KINDS,
+    MAX_TOKEN_ID,
+    BatchDrafts,
+    BatchStep,
+    Draft,
+    DraftKind,
+    Proposer,
+    RequestId,
+    accepted_prefix,
+    as_token_array,
+)
 from specplug._errors import (
     DuplicateNameError,
     InvalidOptionError,
@@ -20,6 +31,8 @@ from specplug._version import __version__
 __all__ = [
     "DRAFT_KINDS",
     "MAX_TOKEN_ID",
+    "BatchDrafts",
+    "BatchStep",
     "Draft",
     "DraftKind",
     "DuplicateNameError",

@@ -11,14 +11,25 @@ from __future__ import annotations
 import abc
 import operator
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal
 
 import numpy as np
 
 from specplug._errors import InvalidOptionError, InvalidTokensError, RequestStateError
 
-__all__ = ["DRAFT_KINDS", "MAX_TOKEN_ID", "Draft", "DraftKind", "Proposer", "RequestId", "accepted_prefix", "as_token_array"]
+__all__ = [
+    "DRAFT_KINDS",
+    "MAX_TOKEN_ID",
+    "BatchDrafts",
+    "BatchStep",
+    "Draft",
+    "DraftKind",
+    "Proposer",
+    "RequestId",
+    "accepted_prefix",
+    "as_token_array",
+]
 
 RequestId = Hashable
 
@@ -103,12 +114,172 @@ def as_token_array(tokens: object, what: str = "token_ids") -> np.ndarray:
 
 
 
+@dataclass(frozen=True, slots=True)
+class BatchStep:
+    """One engine step for a whole batch, as arrays: what :meth:`Proposer.step_batch` takes.
+
+    Applied in this order: ``stopped`` requests end; ``started`` requests begin with their
+    prompts; then per row ``i`` (request ``request_ids[i]``) the tokens
+    ``new_tokens[offsets[i]:offsets[i + 1]]`` are appended (none: the row is only drafted for),
+    and a draft of at most ``limits[i]`` tokens is made (a limit of 0: no draft for that row).
+
+    >>> step = BatchStep.of(["a", "b"], [[5, 6], []], [4, 4], started=[("b", [1, 2])])
+    >>> step.offsets.tolist(), step.rows
+    ([0, 2, 2], 2)
+    """
+
+    request_ids: Sequence[RequestId]
+    #: every row's new tokens, concatenated (int64)
+    new_tokens: np.ndarray
+    #: row ``i``'s new tokens are ``new_tokens[offsets[i]:offsets[i + 1]]`` (int64, rows + 1)
+    offsets: np.ndarray
+    #: most draft tokens per row (int64; 0: none)
+    limits: np.ndarray
+    started: Sequence[tuple[RequestId, np.ndarray]] = ()
+    stopped: Sequence[RequestId] = ()
+
+    @property
+    def rows(self) -> int:
+        return len(self.request_ids)
+
+    @classmethod
+    def of(
+        cls,
+        request_ids: Sequence[RequestId],
+        new_tokens: Sequence[Sequence[int] | np.ndarray],
+        limits: Sequence[int] | np.ndarray,
+        *,
+        started: Iterable[tuple[RequestId, Sequence[int] | np.ndarray]] = (),
+        stopped: Iterable[RequestId] = (),
+    ) -> BatchStep:
+        """Build a step from per-row lists (validating every token)."""
+        arrays = [as_token_array(tokens, f"new_tokens[{row}]") for row, tokens in enumerate(new_tokens)]
+        offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([len(array) for array in arrays], dtype=np.int64)
+        flat = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.int64)
+        return cls(
+            list(request_ids),
+            flat.astype(np.int64, copy=False),
+            offsets,
+            np.asarray(limits, dtype=np.int64),
+            [(request_id, as_token_array(prompt, "prompt_ids")) for request_id, prompt in started],
+            list(stopped),
+        )
+
+
+class BatchDrafts:
+    """Every row's draft of one :class:`BatchStep`, as arrays.
+
+    Row ``i`` drafted ``tokens[i, :lengths[i]]``; ``accepted[i]`` is how many tokens of its
+    previous draft the step's new tokens accepted; ``scores[i]`` is NaN where the proposer gave
+    no score. ``sources`` and ``needs_neural`` are per row too. Made from per-row drafts (the
+    per-request path), the arrays are built on first use: an engine that reads :meth:`draft`
+    per row pays for no array it does not read.
+    """
+
+    __slots__ = ("_accepted", "_drafts", "_lengths", "_needs_neural", "_scores", "_sources", "_tokens", "_width")
+
+    def __init__(
+        self,
+        tokens: np.ndarray,
+        lengths: np.ndarray,
+        accepted: np.ndarray,
+        sources: Sequence[str],
+        scores: np.ndarray,
+        needs_neural: np.ndarray,
+    ) -> None:
+        self._tokens: np.ndarray | None = tokens  # int64 [rows, width]
+        self._lengths: np.ndarray | None = lengths  # int64 [rows]
+        self._accepted = accepted  # int64 [rows]
+        self._sources: Sequence[str] | None = sources
+        self._scores: np.ndarray | None = scores  # float64 [rows], NaN: no score
+        self._needs_neural: np.ndarray | None = needs_neural  # bool [rows]
+        self._drafts: Sequence[Draft] | None = None
+        self._width = tokens.shape[1] if tokens.ndim == 2 else 0
+
+    @classmethod
+    def from_drafts(cls, drafts: Sequence[Draft], accepted: Sequence[int] | np.ndarray, width: int) -> BatchDrafts:
+        """Per-row drafts (each within ``width`` tokens) as a batch; the arrays are made when first read."""
+        self = cls.__new__(cls)
+        self._drafts = drafts
+        self._width = width
+        self._accepted = np.asarray(accepted, dtype=np.int64)
+        self._tokens = self._lengths = self._scores = self._needs_neural = None
+        self._sources = None
+        return self
+
+    def __len__(self) -> int:
+        return len(self._drafts) if self._drafts is not None else len(self._accepted)
+
+    @property
+    def accepted(self) -> np.ndarray:
+        return self._accepted
+
+    @property
+    def lengths(self) -> np.ndarray:
+        if self._lengths is None:
+            self._lengths = np.array([len(draft.tokens) for draft in self._drafts], dtype=np.int64)
+        return self._lengths
+
+    @property
+    def tokens(self) -> np.ndarray:
+        if self._tokens is None:
+            tokens = np.zeros((len(self), self._width), dtype=np.int64)
+            for row, draft in enumerate(self._drafts):
+                if draft.tokens:
+                    tokens[row, : len(draft.tokens)] = draft.tokens
+            self._tokens = tokens
+        return self._tokens
+
+    @property
+    def sources(self) -> Sequence[str]:
+        if self._sources is None:
+            self._sources = [draft.source for draft in self._drafts]
+        return self._sources
+
+    @property
+    def scores(self) -> np.ndarray:
+        if self._scores is None:
+            self._scores = np.array(
+                [np.nan if draft.score is None else draft.score for draft in self._drafts], dtype=np.float64
+            )
+        return self._scores
+
+    @property
+    def needs_neural(self) -> np.ndarray:
+        if self._needs_neural is None:
+            self._needs_neural = np.array([draft.needs_neural for draft in self._drafts], dtype=np.bool_)
+        return self._needs_neural
+
+    def draft(self, row: int) -> Draft:
+        """Row ``row``'s draft as a :class:`Draft`."""
+        if self._drafts is not None:
+            return self._drafts[row]
+        score = float(self.scores[row])
+        return Draft(
+            tuple(self.tokens[row, : self.lengths[row]].tolist()),
+            self.sources[row],
+            None if score != score else score,
+            bool(self.needs_neural[row]),
+        )
+
+    def drafts(self) -> list[Draft]:
+        return [self.draft(row) for row in range(len(self))]
+
+
 def _reject(what: str, index: int, token: int) -> None:
     if token < 0:
         raise InvalidTokensError(f"{what}[{index}] = {token} is negative; token ids are non-negative ints")
     raise InvalidTokensError(
         f"{what}[{index}] = {token} is larger than {MAX_TOKEN_ID}, the largest token id specplug stores"
     )
+
+
+def _int_array(values: object, what: str) -> np.ndarray:
+    array = np.asarray(values)
+    if array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
+        raise InvalidOptionError(f"{what} must be a 1-D array of ints; got {array.dtype} of shape {array.shape}")
+    return array.astype(np.int64, copy=False)
 
 
 def _check_max_tokens(max_tokens: object) -> int:
@@ -201,6 +372,138 @@ class Proposer(abc.ABC):
             self._check_live(request_id, "extend")
             as_token_array(tokens)
         return [self.extend(request_id, tokens) for request_id, tokens in items]
+
+    def step_batch(self, step: BatchStep) -> BatchDrafts:
+        """One engine step for the whole batch: stops, starts, every row's new tokens, every row's draft.
+
+        The batch path of ``stop``/``start``/``extend``/``propose`` (see :class:`BatchStep` for the
+        order): it gives the same drafts and the same learning as those calls, and a proposer with
+        a fast path overrides :meth:`_step_batch`. Everything is checked before any state changes,
+        so a step that raises leaves every request as it was. Drafts are cut to their row's limit.
+
+        >>> from specplug import create
+        >>> p = create("ngram", min_n=1, max_n=2)
+        >>> out = p.step_batch(BatchStep.of(["r"], [[2]], [2], started=[("r", [1, 2, 3, 1])]))
+        >>> out.draft(0).tokens, out.accepted.tolist()
+        ((3, 1), [0])
+        """
+        step = self._check_step(step)
+        return self._step_batch(step)
+
+    def _check_step(self, step: BatchStep) -> BatchStep:
+        """Check a step before anything changes; return it with int64 arrays."""
+        # Few numpy calls: at small batches each costs about as much as the step's lookups.
+        rows = step.rows
+        offsets, limits, tokens = step.offsets, step.limits, step.new_tokens
+        if not (isinstance(offsets, np.ndarray) and offsets.dtype == np.int64):
+            offsets = _int_array(offsets, "offsets")
+        if not (isinstance(limits, np.ndarray) and limits.dtype == np.int64):
+            limits = _int_array(limits, "limits")
+        if offsets.shape != (rows + 1,) or limits.shape != (rows,):
+            raise InvalidTokensError(
+                f"a batch step of {rows} rows needs offsets of shape ({rows + 1},) and limits of shape ({rows},); "
+                f"got {offsets.shape} and {limits.shape}"
+            )
+        if rows:
+            bounds = offsets.tolist()
+            if bounds[0] != 0 or bounds[-1] != len(tokens) or any(a > b for a, b in zip(bounds, bounds[1:])):
+                raise InvalidTokensError(
+                    f"offsets {bounds!r:.80} must rise from 0 to len(new_tokens) = {len(tokens)}"
+                )
+            least = min(limits.tolist())
+            if least < 0:
+                raise InvalidOptionError(
+                    f"limits[{limits.tolist().index(least)}] = {least} is negative; limits are ints >= 0"
+                )
+        if not isinstance(tokens, np.ndarray) or tokens.dtype != np.int64 or tokens.ndim != 1:
+            tokens = as_token_array(tokens, "new_tokens")  # raises naming the bad value, or converts
+        elif len(tokens):
+            # a step's few tokens: min/max over a list beat numpy's reductions
+            values = tokens.tolist() if len(tokens) < 256 else (int(tokens.min()), int(tokens.max()))
+            if min(values) < 0 or max(values) > MAX_TOKEN_ID:
+                as_token_array(tokens, "new_tokens")
+        pending = self._pending
+        stopped = set()
+        for request_id in step.stopped:
+            self._check_live(request_id, "stop")
+            stopped.add(request_id)
+        started = set()
+        for request_id, prompt in step.started:
+            self._check_id(request_id)
+            if (request_id in pending and request_id not in stopped) or request_id in started:
+                raise RequestStateError(
+                    f"request {request_id!r} is already started; stop it before starting it again"
+                )
+            as_token_array(prompt, "prompt_ids")
+            started.add(request_id)
+        ids = step.request_ids
+        if rows > 1 and len(set(ids)) != rows:
+            raise RequestStateError("a request id appears in two rows of one batch step")
+        for request_id in ids:
+            if request_id in started or (request_id in pending and request_id not in stopped):
+                continue
+            self._check_id(request_id)
+            raise RequestStateError(
+                f"row for request {request_id!r}, which is not started (or stopped); start it in the step first"
+            )
+        if offsets is not step.offsets or limits is not step.limits or tokens is not step.new_tokens:
+            step = replace(step, offsets=offsets, limits=limits, new_tokens=tokens)
+        return step
+
+    def _step_batch(self, step: BatchStep) -> BatchDrafts:
+        """The per-request path, row by row: the default, and the reference of every fast path."""
+        self._step_lifecycle(step)
+        return self._step_rows(step)
+
+    def _step_lifecycle(self, step: BatchStep) -> None:
+        """The step's stops, then its starts (checked already)."""
+        for request_id in step.stopped:
+            self.stop(request_id)
+        for request_id, prompt in step.started:
+            self.start(request_id, prompt)
+
+    def _step_rows(self, step: BatchStep) -> BatchDrafts:
+        """Every row's ``extend`` then ``propose``, row by row, after the step's lifecycle changes.
+
+        The step was checked as a whole, so the hooks are called directly (what ``extend`` and
+        ``propose`` do after their checks); a subclass that overrides those public methods gets
+        them called instead.
+        """
+        ids, new_tokens = step.request_ids, step.new_tokens
+        bounds, limits = step.offsets.tolist(), step.limits.tolist()
+        accepted = [0] * step.rows
+        drafts: list[Draft] = []
+        empty = self.empty_draft()
+        cls = type(self)
+        if cls.extend is not Proposer.extend or cls.propose is not Proposer.propose:
+            for row, request_id in enumerate(ids):
+                if bounds[row + 1] > bounds[row]:
+                    accepted[row] = self.extend(request_id, new_tokens[bounds[row] : bounds[row + 1]])
+                limit = limits[row]
+                draft = self.propose(request_id, limit) if limit > 0 else empty
+                drafts.append(draft if len(draft.tokens) <= limit else replace(draft, tokens=draft.tokens[:limit]))
+            return BatchDrafts.from_drafts(drafts, accepted, max(limits, default=0))
+        pending = self._pending
+        flat = new_tokens.tolist()
+        for row, request_id in enumerate(ids):
+            begin, end = bounds[row], bounds[row + 1]
+            if end > begin:
+                last = pending[request_id]
+                pending[request_id] = None
+                count = accepted_prefix(last.tokens, flat[begin:end]) if last is not None else 0
+                self._extend(request_id, new_tokens[begin:end])
+                if last is not None:
+                    accepted[row] = count
+                    self._observe(request_id, last, count)
+            limit = limits[row]
+            if limit > 0:
+                draft = pending[request_id] = self._propose(request_id, limit)
+                if len(draft.tokens) > limit:
+                    draft = replace(draft, tokens=draft.tokens[:limit])
+            else:
+                draft = empty
+            drafts.append(draft)
+        return BatchDrafts.from_drafts(drafts, accepted, max(limits, default=0))
 
     def active_requests(self) -> list[RequestId]:
         """Ids of the requests started and not yet stopped."""

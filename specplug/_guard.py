@@ -5,8 +5,11 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
-from specplug._contract import Draft, RequestId
+import numpy as np
+
+from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId
 
 __all__ = ["GuardedProposer"]
 
@@ -127,3 +130,120 @@ class GuardedProposer:
 
     def __contains__(self, request_id: object) -> bool:
         return request_id in self.proposer
+
+    def step_batch(self, step: BatchStep) -> BatchDrafts:
+        """One engine step for the batch (:meth:`Proposer.step_batch`), faults isolated.
+
+        A proposer with its own batch path (it overrides ``_step_batch``) is called once for the
+        step: a fault there leaves every request of the step in an unknown state, so they go on
+        without drafts until they stop. Any other proposer is driven per request through this
+        guard's ``stop``/``start``/``extend``/``propose``, so a fault costs only its request.
+        """
+        if _has_batch_path(self.proposer):
+            drafts = self._step_batched(step)
+        else:
+            drafts = self._step_per_request(step)
+        self._count(drafts, step.limits)
+        return drafts
+
+    def _step_per_request(self, step: BatchStep) -> BatchDrafts:
+        for request_id in step.stopped:
+            self.stop(request_id)
+        for request_id, prompt in step.started:
+            self.start(request_id, prompt)
+        accepted = np.zeros(step.rows, dtype=np.int64)
+        drafts: list[Draft] = []
+        empty = Draft((), self.name, 0.0)
+        for row, request_id in enumerate(step.request_ids):
+            begin, end = int(step.offsets[row]), int(step.offsets[row + 1])
+            if end > begin:
+                accepted[row] = self.extend(request_id, step.new_tokens[begin:end])
+            limit = int(step.limits[row])
+            draft = empty
+            if limit > 0 and request_id not in self._disabled:
+                try:
+                    draft = self.proposer.propose(request_id, limit)
+                except Exception as error:  # noqa: BLE001
+                    self._fault("propose", request_id, error)
+                if len(draft.tokens) > limit:  # a proposer that overshoots is cut, never passed on
+                    draft = replace(draft, tokens=draft.tokens[:limit])
+            drafts.append(draft)
+        return BatchDrafts.from_drafts(drafts, accepted, int(step.limits.max()) if step.rows else 0)
+
+    def _step_batched(self, step: BatchStep) -> BatchDrafts:
+        proposer = self.proposer
+        for request_id in step.stopped:
+            self._disabled.discard(request_id)
+        stopped = [request_id for request_id in step.stopped if request_id in proposer]
+        for request_id, _ in step.started:
+            self._disabled.discard(request_id)
+        rows = step.rows
+        width = int(step.limits.max()) if rows else 0
+        disabled = self._disabled
+        keep = [row for row, request_id in enumerate(step.request_ids) if request_id not in disabled] if disabled else None
+        call = step if keep is None else _select_rows(step, keep)
+        call = BatchStep(call.request_ids, call.new_tokens, call.offsets, call.limits, step.started, stopped)
+        try:
+            got = proposer.step_batch(call)
+        except Exception as error:  # noqa: BLE001 - isolation is the point
+            self._fault("step_batch", f"<{rows} rows>", error)
+            self._disabled.update(step.request_ids)
+            self._disabled.update(request_id for request_id, _ in step.started)
+            return _empty_drafts(rows, width, self.name)
+        if keep is None:
+            return got
+        out = _empty_drafts(rows, width, self.name)
+        index = np.asarray(keep, dtype=np.int64)
+        out.tokens[index, : got.tokens.shape[1]] = got.tokens
+        out.lengths[index] = got.lengths
+        out.accepted[index] = got.accepted
+        out.scores[index] = got.scores
+        out.needs_neural[index] = got.needs_neural
+        sources = list(out.sources)
+        for position, row in enumerate(keep):
+            sources[row] = got.sources[position]
+        return BatchDrafts(out.tokens, out.lengths, out.accepted, sources, out.scores, out.needs_neural)
+
+    def _count(self, drafts: BatchDrafts, limits: np.ndarray) -> None:
+        lengths = drafts.lengths
+        drafted = np.flatnonzero(lengths)
+        # rows given no room (limit 0) only gained tokens: not an empty draft
+        empty = int(np.count_nonzero(limits)) - len(drafted)
+        if empty:
+            self.counters["empty_drafts"] += empty
+        if len(drafted):
+            self.counters["draft_tokens"] += int(lengths.sum())
+            sources = drafts.sources
+            first = sources[int(drafted[0])]
+            if all(sources[row] == first for row in drafted.tolist()):
+                self.counters[f"drafts.{first}"] += len(drafted)
+            else:
+                for row in drafted.tolist():
+                    self.counters[f"drafts.{sources[row]}"] += 1
+
+
+def _has_batch_path(proposer: object) -> bool:
+    """Whether a proposer has its own batch path (else the guard drives it per request)."""
+    return isinstance(proposer, Proposer) and type(proposer)._step_batch is not Proposer._step_batch
+
+
+def _select_rows(step: BatchStep, keep: list[int]) -> BatchStep:
+    offsets = step.offsets
+    pieces = [step.new_tokens[offsets[row] : offsets[row + 1]] for row in keep]
+    new_offsets = np.zeros(len(keep) + 1, dtype=np.int64)
+    new_offsets[1:] = np.cumsum([len(piece) for piece in pieces], dtype=np.int64)
+    flat = np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64)
+    return BatchStep(
+        [step.request_ids[row] for row in keep], flat, new_offsets, step.limits[np.asarray(keep, dtype=np.int64)]
+    )
+
+
+def _empty_drafts(rows: int, width: int, source: str) -> BatchDrafts:
+    return BatchDrafts(
+        np.zeros((rows, width), dtype=np.int64),
+        np.zeros(rows, dtype=np.int64),
+        np.zeros(rows, dtype=np.int64),
+        [source] * rows,
+        np.full(rows, np.nan),
+        np.ones(rows, dtype=bool),
+    )

@@ -106,11 +106,14 @@ class SpecplugDrafter(EngineDrafting):
         self, sampled_token_ids: Sequence[Sequence[int]], num_tokens_no_spec: np.ndarray, token_ids_cpu: np.ndarray
     ) -> list[list[int]]:
         request_ids, live = self._batch_ids(len(sampled_token_ids), token_ids_cpu)
-        rows = self.sync_batch(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, request_ids, live)
-        step_k = self._step_k(len(rows))
+        rows = len(sampled_token_ids)
+        step_k = self._step_k(rows)
         # a draft must leave room for the target's own token within max_model_len
-        limits = [min(step_k, self.max_model_len - int(num_tokens_no_spec[row]) - 1) for row in range(len(rows))]
-        return [[int(token) for token in draft.tokens] for draft in self.draft(list(zip(rows, limits)))]
+        room = self.max_model_len - 1 - np.asarray(num_tokens_no_spec[:rows], dtype=np.int64)
+        limits = np.clip(room, 0, step_k)
+        # one call to the proposer for the whole step: starts, stops, new tokens and drafts
+        drafts = self.step(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, limits, request_ids, live)
+        return [list(draft.tokens) for draft in drafts]
 
     def _batch_ids(self, rows: int, token_ids_cpu: np.ndarray) -> tuple[list[str] | None, Any]:
         runner = self._runner() if self._runner is not None else None

@@ -78,6 +78,12 @@ def perf_command(
     ),
     cap_check: bool = typer.Option(True, "--cap-check/--no-cap-check", help="also push outputs through a 1 MiB suffix cache"),
     cpu: int = typer.Option(None, "--cpu", min=0, help="pin this process to one CPU (less noise)"),
+    batch: str = typer.Option(
+        None,
+        "--batch",
+        help="batch sizes, comma-separated (e.g. 1,32,128): time one engine step for the whole batch "
+        "(Proposer.step_batch) beside vLLM's NgramProposer on the same batch, instead of per request steps",
+    ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of the table"),
     json_out: Path = typer.Option(None, "--json-out", help="also write the JSON here"),
 ) -> None:
@@ -94,6 +100,12 @@ def perf_command(
         except (AttributeError, OSError) as error:
             raise InvalidOptionError(f"--cpu {cpu}: cannot pin to that CPU ({error})") from None
     console = Console(stderr=True)
+    if batch is not None:
+        _batch_perf(
+            comma_ints("--batch", batch, example="1,32,128"), sizes, chosen, methods, peers, steps, repeats,
+            max_tokens, as_json, json_out, console,
+        )
+        return
     with console.status("measuring") as status:
         report = run_perf(
             sizes,
@@ -124,3 +136,70 @@ def perf_command(
             f"{_mib(check.cap_bytes)} cap: peak {_mib(check.peak_bytes)} ({check.peak_bytes} B), {verdict}; "
             f"{check.cached_requests} requests kept at the end"
         )
+
+
+BATCH_COLUMNS = ("proposer", "workload", "context", "batch", "median µs/step", "µs/row", "spread", "× vLLM", "× suffix", "target", "acc/row-step")
+
+
+def _batch_perf(batches, sizes, workloads, methods, peers, steps, repeats, max_tokens, as_json, json_out, console) -> None:
+    from specplug.lab._perf_batch import (
+        TARGET_COMPOSITE_RATIO,
+        TARGET_US_PER_ROW,
+        rows_to_json,
+        run_batch_perf,
+    )
+    from specplug.lab.perf import _machine
+
+    names = comma_names("--methods", methods)
+    if names == ["ngram", "suffix"]:  # the default of the per-request table: here the composites too
+        names = ["ngram", "suffix", "hybrid", "adaptive"]
+    with console.status("measuring") as status:
+        rows = run_batch_perf(
+            batches,
+            sizes,
+            workloads=workloads,
+            methods=names,
+            vllm="vllm-ngram" in comma_names("--peers", peers, allow_empty=True),
+            steps=min(steps, 400) if steps == 2000 else steps,  # the per-request default is long for a batch
+            repeats=repeats,
+            max_tokens=max_tokens,
+            progress=lambda message: status.update(message),
+        )
+    largest = max(batches)
+    data = {"rows": rows_to_json(rows), "machine": _machine(), "batches": list(batches)}
+    if json_out is not None:
+        json_out.write_text(json.dumps(data, indent=2) + "\n")
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        return
+    table = Table(
+        title=f"specplug perf --batch: one engine step for the whole batch ({repeats} repeats, k = {max_tokens})",
+        caption="median over a run's steps, then over repeats; targets at the largest batch: a lookup <= "
+        f"{TARGET_US_PER_ROW:g} µs/row and <= vLLM's NgramProposer; a composite <= {TARGET_COMPOSITE_RATIO:g}x suffix",
+    )
+    for column in BATCH_COLUMNS:
+        table.add_column(column, justify="left" if column in ("proposer", "workload") else "right")
+    for row in sorted(rows, key=lambda r: (r.workload, r.context_tokens, r.batch, r.proposer)):
+        target = "-"
+        if row.batch == largest and row.proposer in ("ngram", "suffix"):
+            ok = row.per_row_us <= TARGET_US_PER_ROW and (row.ratio_to_vllm is None or row.ratio_to_vllm <= 1.0)
+            target = "[green]ok[/]" if ok else "[red]over[/]"
+        elif row.batch == largest and row.ratio_to_suffix is not None and row.proposer != "vllm-ngram":
+            target = "[green]ok[/]" if row.ratio_to_suffix <= TARGET_COMPOSITE_RATIO else "[red]over[/]"
+        table.add_row(
+            row.proposer,
+            row.workload,
+            f"{row.context_tokens // 1024}k",
+            str(row.batch),
+            f"{row.median_us:.1f}",
+            f"{row.per_row_us:.2f}",
+            f"{row.spread_pct:.0f}%" if repeats > 1 else "-",
+            "-" if row.ratio_to_vllm is None else f"{row.ratio_to_vllm:.2f}",
+            "-" if row.ratio_to_suffix is None else f"{row.ratio_to_suffix:.2f}",
+            target,
+            f"{row.accepted_per_row_step:.2f}",
+        )
+    out = Console(width=max(Console().width, 150))
+    out.print(table)
+    machine = data["machine"]
+    out.print(f"machine: {machine['cpu']}, {machine['cores']} cores, Python {machine['python']}, specplug {machine['specplug']}")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 from collections.abc import Container, Mapping, Sequence
 
 import numpy as np
 
-from specplug import Draft, GuardedProposer, Proposer, RequestId
+from specplug import BatchStep, Draft, GuardedProposer, Proposer, RequestId
 from specplug.engine._keyed import KeyedHistorySync
 from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter
 from specplug.engine._sync import BatchSync
@@ -80,32 +79,85 @@ class EngineDrafting:
         """
         return self.batch.update(new_tokens, lengths, histories, request_ids, live)
 
+    def step(
+        self,
+        new_tokens: Sequence[Sequence[int]],
+        lengths: Sequence[int] | np.ndarray,
+        histories: Sequence[Sequence[int]] | np.ndarray,
+        limits: Sequence[int] | np.ndarray,
+        request_ids: Sequence[RequestId] | None = None,
+        live: Container[RequestId] | None = None,
+        *,
+        batch_size: int | None = None,
+    ) -> list[Draft]:
+        """One engine step in one call to the proposer: sync the batch and draft every row.
+
+        :meth:`sync_batch`'s arguments, and per row the most tokens it may draft. The batch's
+        starts, stops and new tokens and every row's draft go to the proposer as one
+        :meth:`specplug.Proposer.step_batch` (a proposer with a batch fast path runs it in a few
+        array calls, whatever the batch size). A row that cannot draft gets an empty draft.
+
+        >>> from specplug import create
+        >>> drafting = EngineDrafting(create("ngram", min_n=1, max_n=2))
+        >>> histories = np.array([[1, 2, 3, 1, 2], [7, 8, 9, 0, 0]])
+        >>> [d.tokens for d in drafting.step([[2], []], [5, 3], histories, [2, 2], ["a", "b"])]
+        [(3, 1), ()]
+        """
+        plan = self.batch.plan(new_tokens, lengths, histories, request_ids, live)
+        self._pass_batch_size(len(plan.rows) if batch_size is None else batch_size)
+        limits = np.asarray(limits, dtype=np.int64)
+        rows = [row for row, request_id in enumerate(plan.rows) if request_id is not None]
+        pieces = [plan.new_tokens[row] for row in rows]
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([len(piece) for piece in pieces], dtype=np.int64)
+        step = BatchStep(
+            [plan.rows[row] for row in rows],
+            np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64),
+            offsets,
+            np.maximum(limits[np.asarray(rows, dtype=np.int64)], 0) if rows else np.empty(0, dtype=np.int64),
+            plan.started,
+            plan.stopped_first + plan.stopped_absent,
+        )
+        got = self.guard.step_batch(step)
+        empty = Draft((), self.guard.name, 0.0)
+        drafts = [empty] * len(plan.rows)
+        for position, row in enumerate(rows):
+            drafts[row] = got.draft(position)
+        self.stats.step()
+        return drafts
+
     def draft(self, rows: Sequence[tuple[RequestId | None, int]], *, batch_size: int | None = None) -> list[Draft]:
         """One step's drafts: per row, ``(request id or None, most tokens for that row)``.
 
         The batch size (``batch_size``, else the number of rows) reaches the proposer through
         ``set_batch_size`` first, since a proposer that prices drafts prices them per batch.
         A row with no request id or no room (a limit below 1) gets an empty draft without
-        asking the proposer; every draft is cut to its row's limit.
+        asking the proposer; every draft is cut to its row's limit. The rows asked go to the
+        proposer as one :meth:`specplug.Proposer.step_batch` with no new tokens.
         """
-        size = len(rows) if batch_size is None else batch_size
+        self._pass_batch_size(len(rows) if batch_size is None else batch_size)
+        asked = [row for row, (request_id, limit) in enumerate(rows) if request_id is not None and limit >= 1]
+        step = BatchStep(
+            [rows[row][0] for row in asked],
+            np.empty(0, dtype=np.int64),
+            np.zeros(len(asked) + 1, dtype=np.int64),
+            np.array([rows[row][1] for row in asked], dtype=np.int64),
+        )
+        got = self.guard.step_batch(step)
+        empty = Draft((), self.guard.name, 0.0)
+        drafts = [empty] * len(rows)
+        for position, row in enumerate(asked):
+            drafts[row] = got.draft(position)
+        self.stats.step()
+        return drafts
+
+    def _pass_batch_size(self, size: int) -> None:
         if self.passes_batch_size and size > 0:
             try:
                 self.guard.proposer.set_batch_size(size)
             except Exception as error:  # noqa: BLE001 - isolated like the guard's own calls, then not asked again
                 self.passes_batch_size = False
                 self.guard.record_fault(f"set_batch_size({size})", error, "batch size no longer passed on")
-        drafts: list[Draft] = []
-        for request_id, limit in rows:
-            if request_id is None or limit < 1:
-                drafts.append(Draft((), self.guard.name, 0.0))
-                continue
-            draft = self.guard.propose(request_id, limit)
-            if len(draft.tokens) > limit:  # a proposer that overshoots is cut, never passed on
-                draft = dataclasses.replace(draft, tokens=draft.tokens[:limit])
-            drafts.append(draft)
-        self.stats.step()
-        return drafts
 
     def close(self) -> None:
         """Stop every tracked request and report the final counters."""

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Container, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
 from specplug import InvalidTokensError, RequestId
 
-__all__ = ["BatchSync", "HistoryStep", "HistorySync", "Lifecycle", "SingleRequestSync"]
+__all__ = ["BatchSync", "HistoryStep", "HistorySync", "Lifecycle", "SingleRequestSync", "SyncPlan"]
 
 #: tokens of a row's history remembered to recognise the same request at the same row
 _FINGERPRINT = 8
@@ -42,6 +42,27 @@ class Lifecycle(Protocol):
     def extend(self, request_id: RequestId, token_ids: Sequence[int] | np.ndarray) -> int: ...
 
     def stop(self, request_id: RequestId) -> None: ...
+
+
+_NO_TOKENS = np.empty(0, dtype=np.int64)
+
+
+@dataclass
+class SyncPlan:
+    """One step of a batch's lifecycle, planned by :meth:`BatchSync.plan`."""
+
+    #: requests to stop before any start (a row's request replaced by a new one)
+    stopped_first: list[RequestId] = field(default_factory=list)
+    #: requests to start, with their prompts
+    started: list[tuple[RequestId, np.ndarray]] = field(default_factory=list)
+    #: per row, the request id to extend and draft for, or None (the row cannot draft)
+    rows: list[RequestId | None] = field(default_factory=list)
+    #: per row, its new tokens (int64; empty for a None row)
+    new_tokens: list[np.ndarray] = field(default_factory=list)
+    #: requests that left the batch
+    stopped_absent: list[RequestId] = field(default_factory=list)
+    #: the same, as per-request calls in the order they arose: ``(action, request id, tokens)``
+    calls: list[tuple[str, RequestId, np.ndarray | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -90,16 +111,41 @@ class BatchSync:
         row). ``live`` holds the ids of requests that still exist although not in this batch
         (paused or preempted); other requests seen before and absent now are stopped.
         """
+        plan = self.plan(new_tokens, lengths, histories, request_ids, live)
+        # the plan's calls in the order they arose, row by row
+        for action, request_id, tokens in plan.calls:
+            if action == "stop":
+                self.proposer.stop(request_id)
+            elif action == "start":
+                self.proposer.start(request_id, tokens)
+            else:
+                self.proposer.extend(request_id, [int(token) for token in tokens])
+        return plan.rows
+
+    def plan(
+        self,
+        new_tokens: Sequence[Sequence[int]],
+        lengths: Sequence[int] | np.ndarray,
+        histories: Sequence[Sequence[int]] | np.ndarray,
+        request_ids: Sequence[RequestId] | None = None,
+        live: Container[RequestId] | None = None,
+    ) -> SyncPlan:
+        """What :meth:`update` does, as a plan for one batch step, without calling the proposer.
+
+        The sync's own bookkeeping moves on as if the plan were carried out (the engine layer
+        carries it out in one :meth:`specplug.Proposer.step_batch`).
+        """
         if request_ids is not None and len(request_ids) < len(new_tokens):
             raise ValueError(f"{len(new_tokens)} rows of new tokens but {len(request_ids)} request ids")
         by_row = request_ids is None
-        rows: list[RequestId | None] = []
+        plan = SyncPlan()
         present: set[object] = set()
         for row, new in enumerate(new_tokens):
             key: object = ("row", row) if by_row else request_ids[row]  # type: ignore[index]
             present.add(key)
             if not len(new):
-                rows.append(None)
+                plan.rows.append(None)
+                plan.new_tokens.append(_NO_TOKENS)
                 continue
             length = int(lengths[row])
             history = histories[row]
@@ -107,19 +153,25 @@ class BatchSync:
             seen = self._seen.get(key)
             if seen is None or not _continues(seen, before, history, by_row=by_row):
                 if seen is not None:
-                    self.proposer.stop(seen.request_id)
+                    plan.stopped_first.append(seen.request_id)
+                    plan.calls.append(("stop", seen.request_id, None))
                 # by row, a fresh id: the proposer may still hold the old one's finished state
                 request_id = f"row{row}-{next(self._ids)}" if by_row else key
-                self.proposer.start(request_id, history[:before])
+                prompt = np.array(history[:before], dtype=np.int64)
+                plan.started.append((request_id, prompt))
+                plan.calls.append(("start", request_id, prompt))
                 seen = self._seen[key] = _Seen(request_id, before, ())
-            self.proposer.extend(seen.request_id, [int(token) for token in new])
+            tokens = np.array(new, dtype=np.int64)
+            plan.new_tokens.append(tokens)
+            plan.calls.append(("extend", seen.request_id, tokens))
             seen.length = length
             if by_row:
                 seen.tail = tuple(int(token) for token in history[max(0, length - _FINGERPRINT) : length])
-            rows.append(seen.request_id)
+            plan.rows.append(seen.request_id)
         for key in [key for key in self._seen if key not in present and (live is None or key not in live)]:
-            self.proposer.stop(self._seen.pop(key).request_id)
-        return rows
+            plan.stopped_absent.append(self._seen[key].request_id)
+            plan.calls.append(("stop", self._seen.pop(key).request_id, None))
+        return plan
 
     def stop_all(self) -> None:
         """Stop every tracked request (the drafter is going away)."""

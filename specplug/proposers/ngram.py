@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, model_validator
 
-from specplug._contract import Draft, Proposer, RequestId
+from numba import typed, types
+
+from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, accepted_prefix
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.proposers import _ngram_kernels as kernels
@@ -35,11 +37,12 @@ class NgramOptions(MethodOptions):
 
 
 class _Index:
-    """One request's tokens and its n-gram tables."""
+    """One request's tokens and its n-gram tables (``slot``: its place in the batch path's lists)."""
 
-    __slots__ = ("buffer", "counts", "positions", "used")
+    __slots__ = ("buffer", "counts", "positions", "slot", "used")
 
     def __init__(self, prompt: np.ndarray, rows: int, count_hits: bool) -> None:
+        self.slot = -1
         self.buffer = TokenBuffer(np.empty(0, dtype=np.int32), spare=len(prompt) + 64)
         self.positions = np.full((rows, 16), kernels.EMPTY, dtype=np.int32)
         self.counts = np.zeros((rows, 16 if count_hits else 0), dtype=np.int32)
@@ -47,6 +50,47 @@ class _Index:
 
     def nbytes(self) -> int:
         return self.buffer.array.nbytes + self.positions.nbytes + self.counts.nbytes + self.used.nbytes
+
+
+class _Slots:
+    """Every live request's arrays in one numba list, by slot, for the batch kernel.
+
+    The list holds the very arrays of each ``_Index`` (numba shares their memory), so the
+    per-request path and the batch path see one state; an array that is reallocated (growth)
+    is published again. One list of tuples, not a list per array: passing a typed list to a
+    kernel costs microseconds each, whatever its length. A stopped request's slot is reused.
+    """
+
+    def __init__(self) -> None:
+        self.arrays = typed.List.empty_list(_SLOT_TYPE)
+        self.lengths = np.zeros(16, dtype=np.int64)
+        self._free: list[int] = []
+
+    def add(self, index: _Index) -> None:
+        if self._free:
+            index.slot = self._free.pop()
+        else:
+            index.slot = len(self.arrays)
+            self.arrays.append(_EMPTY_SLOT)
+            if index.slot >= len(self.lengths):
+                self.lengths = np.concatenate([self.lengths, np.zeros(len(self.lengths), dtype=np.int64)])
+        self.publish(index)
+
+    def publish(self, index: _Index) -> None:
+        self.arrays[index.slot] = (index.buffer.array, index.positions, index.counts, index.used)
+        self.lengths[index.slot] = index.buffer.length
+
+    def remove(self, index: _Index) -> None:
+        self.arrays[index.slot] = _EMPTY_SLOT
+        self.lengths[index.slot] = 0
+        self._free.append(index.slot)
+
+
+_NO_TOKENS = np.empty(0, dtype=np.int32)
+_NO_TABLE = np.empty((0, 0), dtype=np.int32)
+_NO_USED = np.empty(0, dtype=np.int64)
+_EMPTY_SLOT = (_NO_TOKENS, _NO_TABLE, _NO_TABLE, _NO_USED)
+_SLOT_TYPE = types.Tuple((types.int32[::1], types.int32[:, ::1], types.int32[:, ::1], types.int64[::1]))
 
 
 class NgramProposer(Proposer):
@@ -59,23 +103,30 @@ class NgramProposer(Proposer):
     """
 
     name = "ngram"
+    #: batches of more rows than this go through the batch kernel (fewer: row by row)
+    batch_kernel_from = 4
 
     def __init__(self, options: NgramOptions) -> None:
         super().__init__()
         self.options = options
         self._rows = options.max_n - options.min_n + 1
         self._index: dict[RequestId, _Index] = {}
+        # The batch path's view of every request's arrays, by slot: numba lists that hold the
+        # same arrays as the _Index objects (no copy), so one kernel call reaches every row.
+        self._slots = _Slots()
 
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
         index = _Index(prompt, self._rows, self.options.min_hits > 1)
         self._append(index, prompt)
+        self._slots.add(index)
         self._index[request_id] = index
 
     def _append(self, index: _Index, tokens: np.ndarray) -> None:
         buffer = index.buffer
-        buffer.reserve(len(tokens))
+        moved = buffer.reserve(len(tokens))
         needed = int(index.used.max()) + len(tokens)
         if needed > kernels.MAX_LOAD * index.positions.shape[1]:
+            moved = True
             # Grow to a load of about a half and rebuild from the tokens: amortised O(1).
             capacity = 1 << int(2 * needed).bit_length()
             index.positions = np.full((self._rows, capacity), kernels.EMPTY, dtype=np.int32)
@@ -88,6 +139,73 @@ class NgramProposer(Proposer):
         buffer.length = kernels.ngram_append(
             buffer.array, buffer.length, tokens, index.positions, index.counts, index.used, self.options.min_n
         )
+        if index.slot >= 0:
+            self._slots.lengths[index.slot] = buffer.length
+            if moved:
+                self._slots.publish(index)
+
+    def _step_batch(self, step: BatchStep) -> BatchDrafts:
+        """The batch path: lifecycle changes per request, then one kernel call for every row."""
+        self._step_lifecycle(step)
+        rows = step.rows
+        if rows <= self.batch_kernel_from:
+            # a few rows: row by row (passing the numba list to the batch kernel costs more)
+            return self._step_rows(step)
+        ids = step.request_ids
+        offsets = step.offsets
+        pending = self._pending
+        indexes = [self._index[request_id] for request_id in ids]
+        slots = np.array([index.slot for index in indexes], dtype=np.int64)
+        # acceptance of each row's last draft, as extend() counts it (a draft is a few tokens)
+        accepted = np.zeros(rows, dtype=np.int64)
+        new_tokens = step.new_tokens
+        flat = new_tokens.tolist()
+        bounds = offsets.tolist()
+        observed: list[tuple[RequestId, Draft, int]] = []
+        for row, request_id in enumerate(ids):
+            begin, end = bounds[row], bounds[row + 1]
+            if end > begin:
+                draft = pending[request_id]
+                pending[request_id] = None
+                if draft is not None:
+                    accepted[row] = count = accepted_prefix(draft.tokens, flat[begin:end])
+                    observed.append((request_id, draft, count))
+        limits = step.limits
+        limit_list = limits.tolist()
+        width = max(limit_list) if rows else 0
+        out = np.zeros((rows, width), dtype=np.int64)
+        lengths = np.zeros(rows, dtype=np.int64)
+        blocked = np.zeros(rows, dtype=np.bool_)
+        table = self._slots
+        options = self.options
+        kernels.ngram_step_batch(
+            table.arrays, table.lengths, slots, new_tokens.astype(np.int32), offsets,
+            limits, options.min_n, options.min_hits, options.max_tokens, out, lengths, blocked,
+        )
+        for row in [row for row, stuck in enumerate(blocked.tolist()) if stuck]:
+            # no room: grow through the per-request path, then draft this row alone
+            index = indexes[row]
+            if bounds[row + 1] > bounds[row]:
+                self._append(index, new_tokens[bounds[row] : bounds[row + 1]])
+            if limit_list[row] > 0:
+                draft = self._propose(ids[row], limit_list[row])
+                lengths[row] = len(draft.tokens)
+                out[row, : len(draft.tokens)] = draft.tokens
+        known = table.lengths[slots].tolist()
+        for row in range(rows):
+            if bounds[row + 1] > bounds[row] and not blocked[row]:
+                indexes[row].buffer.length = known[row]
+        for request_id, draft, count in observed:  # as extend() does, once the tokens are in
+            self._observe(request_id, draft, count)
+        name = self.name
+        drafted = out.tolist()
+        counts = lengths.tolist()
+        for row, request_id in enumerate(ids):
+            if limit_list[row] > 0:
+                pending[request_id] = Draft(tuple(drafted[row][: counts[row]]), name)
+        scores = np.empty(rows)
+        scores.fill(np.nan)  # np.full costs microseconds more
+        return BatchDrafts(out, lengths, accepted, [name] * rows, scores, np.ones(rows, dtype=np.bool_))
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         index = self._index[request_id]
@@ -104,7 +222,7 @@ class NgramProposer(Proposer):
         self._append(self._index[request_id], tokens)
 
     def _stop(self, request_id: RequestId) -> None:
-        del self._index[request_id]
+        self._slots.remove(self._index.pop(request_id))
 
     def state_nbytes(self, request_id: RequestId) -> int:
         """Bytes held for one request (tokens and tables)."""

@@ -27,9 +27,12 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import Field, model_validator
 
-from specplug._contract import Draft, Proposer, RequestId
+from numba import typed, types
+
+from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, accepted_prefix
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
+from specplug.proposers import _suffix_kernels
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._suffix_index import GlobalCache, RequestIndex, cache_capacity
 
@@ -68,6 +71,49 @@ class SuffixOptions(MethodOptions):
         return self.min_match, self.long_match
 
 
+_RING_TYPE = types.Tuple(
+    (types.int32[::1], types.int32[::1], types.int32[::1], types.int32[::1], types.int32[::1], types.int64[::1])
+)
+_NO_RING = tuple(np.empty(0, dtype=np.int32) for _ in range(5)) + (np.zeros(4, dtype=np.int64),)
+
+
+class _Slots:
+    """Every live request's ring arrays in one numba list, by slot, for the batch kernel.
+
+    The list holds the very arrays of each ``RequestIndex`` (numba shares their memory); a ring
+    that grows is published again. One list of tuples: each typed list passed to a kernel costs
+    microseconds to unbox, whatever its length. A stopped request's slot is reused.
+    """
+
+    def __init__(self) -> None:
+        self.rings = typed.List.empty_list(_RING_TYPE)
+        self.lengths = np.zeros(16, dtype=np.int64)
+        self.slot: dict[RequestId, int] = {}
+        self._free: list[int] = []
+
+    def add(self, request_id: RequestId, index: RequestIndex) -> None:
+        if self._free:
+            slot = self._free.pop()
+        else:
+            slot = len(self.rings)
+            self.rings.append(_NO_RING)
+            if slot >= len(self.lengths):
+                self.lengths = np.concatenate([self.lengths, np.zeros(len(self.lengths), dtype=np.int64)])
+        self.slot[request_id] = slot
+        self.publish(slot, index)
+
+    def publish(self, slot: int, index: RequestIndex) -> None:
+        ring = index.ring
+        self.rings[slot] = (ring.tokens, ring.prev_s, ring.head_s, ring.prev_l, ring.head_l, ring.state)
+        self.lengths[slot] = index.length
+
+    def remove(self, request_id: RequestId) -> None:
+        slot = self.slot.pop(request_id)
+        self.rings[slot] = _NO_RING
+        self.lengths[slot] = 0
+        self._free.append(slot)
+
+
 class SuffixProposer(Proposer):
     """The fast path: hash-chained suffix index in numba (see ``_suffix_kernels``).
 
@@ -85,9 +131,73 @@ class SuffixProposer(Proposer):
         self._requests: dict[RequestId, RequestIndex] = {}
         self.cache = GlobalCache(options.max_cached_requests, options.max_cache_bytes, options.anchors)
         self._out = np.empty(options.max_tokens, dtype=np.int32)
+        self._cached_out = np.empty(options.max_tokens, dtype=np.int32)
+        # the batch path's view of every request's ring, by slot (the same arrays, not copies)
+        self._slots = _Slots()
+
+    #: batches of more rows than this go through the batch kernel (fewer: row by row)
+    batch_kernel_from = 4
+
+    def _step_batch(self, step: BatchStep) -> BatchDrafts:
+        """The batch path: lifecycle changes per request, then one kernel call for every row."""
+        self._step_lifecycle(step)
+        rows = step.rows
+        if rows <= self.batch_kernel_from:
+            return self._step_rows(step)
+        ids, pending, options = step.request_ids, self._pending, self.options
+        table = self._slots
+        slots = np.array([table.slot[request_id] for request_id in ids], dtype=np.int64)
+        new_tokens = step.new_tokens
+        flat, bounds, limits = new_tokens.tolist(), step.offsets.tolist(), step.limits.tolist()
+        accepted = np.zeros(rows, dtype=np.int64)
+        observed: list[tuple[RequestId, Draft, int]] = []
+        for row, request_id in enumerate(ids):  # acceptance of each row's last draft, as extend() counts it
+            begin, end = bounds[row], bounds[row + 1]
+            if end > begin:
+                last = pending[request_id]
+                pending[request_id] = None
+                if last is not None:
+                    accepted[row] = count = accepted_prefix(last.tokens, flat[begin:end])
+                    observed.append((request_id, last, count))
+        width = max(limits)
+        out = np.zeros((rows, width), dtype=np.int64)
+        lengths = np.zeros(rows, dtype=np.int64)
+        scores = np.zeros(rows)
+        blocked = np.zeros(rows, dtype=np.bool_)
+        cache = self.cache._ring
+        a_s, a_l = options.anchors
+        _suffix_kernels.step_batch(
+            table.rings, table.lengths, slots, new_tokens.astype(np.int32), step.offsets, step.limits, a_s, a_l,
+            options.max_depth, options.max_candidates, options.max_tokens, options.max_spec_factor,
+            options.max_spec_offset, options.min_token_prob, bool(options.global_cache and len(self.cache)),
+            cache.tokens, cache.prev_s, cache.head_s, cache.prev_l, cache.head_l, cache.state,
+            out, lengths, scores, blocked, self._out, self._cached_out,
+        )
+        requests = self._requests
+        known = table.lengths[slots].tolist()
+        stuck = blocked.tolist()
+        for row, request_id in enumerate(ids):
+            if stuck[row]:  # no room: grow through the per-request path, then draft this row alone
+                self._extend(request_id, new_tokens[bounds[row] : bounds[row + 1]])
+                if limits[row] > 0:
+                    draft = self._propose(request_id, limits[row])
+                    lengths[row] = len(draft.tokens)
+                    out[row, : len(draft.tokens)] = draft.tokens
+                    scores[row] = draft.score
+            elif bounds[row + 1] > bounds[row]:
+                requests[request_id].length = known[row]
+        for request_id, last, count in observed:  # as extend() does, once the tokens are in
+            self._observe(request_id, last, count)
+        name = self.name
+        drafted, counts, scored = out.tolist(), lengths.tolist(), scores.tolist()
+        for row, request_id in enumerate(ids):
+            if limits[row] > 0:
+                pending[request_id] = Draft(tuple(drafted[row][: counts[row]]), name, scored[row])
+        return BatchDrafts(out, lengths, accepted, [name] * rows, scores, np.ones(rows, dtype=np.bool_))
 
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
-        self._requests[request_id] = RequestIndex(prompt, self.options.anchors)
+        index = self._requests[request_id] = RequestIndex(prompt, self.options.anchors)
+        self._slots.add(request_id, index)
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         index = self._requests[request_id]
@@ -102,9 +212,16 @@ class SuffixProposer(Proposer):
         return Draft(tokens, self.name, score)
 
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
-        self._requests[request_id].append(tokens)
+        index = self._requests[request_id]
+        moved = index.length + len(tokens) > len(index.ring.tokens)
+        index.append(tokens)
+        slot = self._slots.slot[request_id]
+        if moved:
+            self._slots.publish(slot, index)
+        self._slots.lengths[slot] = index.length
 
     def _stop(self, request_id: RequestId) -> None:
+        self._slots.remove(request_id)
         index = self._requests.pop(request_id)
         if self.options.global_cache:
             self.cache.add(index.output())

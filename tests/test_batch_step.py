@@ -1,0 +1,182 @@
+"""The batch step (``Proposer.step_batch``) equals the per-request calls: same drafts, same learning.
+
+Two copies of a method run the same random interleaved schedule of starts, steps and stops: one
+through ``step_batch``, one through ``stop``/``start``/``extend``/``propose``. Each step's new
+tokens are drawn after the previous drafts are known, so many continue a draft (acceptance, and
+the composites' scoring, are exercised), others diverge.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import specplug
+from specplug import BatchStep, InvalidOptionError, InvalidTokensError, RequestStateError
+from tests.streams import repetitive_tokens
+
+def _batch_kernel_always(proposer):
+    proposer.batch_kernel_from = 0  # the batch kernel even for one row (else small batches go row by row)
+    return proposer
+
+
+METHODS = {
+    "ngram": lambda: specplug.create("ngram", min_n=1, max_n=3),
+    "ngram-kernel": lambda: _batch_kernel_always(specplug.create("ngram", min_n=1, max_n=3)),
+    "ngram-kernel-hits": lambda: _batch_kernel_always(specplug.create("ngram", min_n=2, max_n=4, min_hits=2, max_tokens=5)),
+    "ngram-hits": lambda: specplug.create("ngram", min_n=2, max_n=4, min_hits=2, max_tokens=5),
+    "ngram-reference": lambda: specplug.create("ngram", implementation="reference", min_n=1, max_n=3),
+    "suffix": lambda: specplug.create("suffix"),
+    "suffix-kernel": lambda: _batch_kernel_always(specplug.create("suffix")),
+    "suffix-kernel-long": lambda: _batch_kernel_always(specplug.create("suffix", min_match=1, long_match=3, max_depth=6)),
+    "adaptive": lambda: specplug.create("adaptive", candidates=["suffix", "ngram"]),
+}
+
+
+def _per_request(proposer, stopped, started, rows):
+    for request_id in stopped:
+        proposer.stop(request_id)
+    for request_id, prompt in started:
+        proposer.start(request_id, prompt)
+    out = []
+    for request_id, tokens, limit in rows:
+        accepted = proposer.extend(request_id, tokens) if tokens else 0
+        draft = proposer.propose(request_id, limit).tokens[:limit] if limit else ()
+        out.append((tuple(draft), accepted))
+    return out
+
+
+@st.composite
+def _schedule_and_run(draw, method):
+    batch, single = METHODS[method](), METHODS[method]()
+    live: dict[int, tuple[int, ...]] = {}  # request -> its last draft
+    fresh = 0
+    for _ in range(draw(st.integers(1, 12))):
+        stopped = [rid for rid in sorted(live) if draw(st.integers(0, 5)) == 0]
+        for rid in stopped:
+            del live[rid]
+        started = []
+        for _ in range(draw(st.integers(0 if live else 1, 3))):
+            started.append((fresh, draw(repetitive_tokens(max_size=120))))
+            live[fresh] = ()
+            fresh += 1
+        order = draw(st.permutations(sorted(live)))
+        chosen = order[: draw(st.integers(0, len(order)))]
+        rows = []
+        for rid in chosen:
+            draft = live[rid]
+            kind = draw(st.integers(0, 3))
+            if kind == 0:
+                tokens: list[int] = []
+            elif kind == 1 and draft:  # accept a prefix of the draft, then the target's own token
+                tokens = list(draft[: draw(st.integers(0, len(draft)))]) + [draw(st.integers(0, 9))]
+            else:
+                tokens = draw(st.lists(st.integers(0, 9), min_size=1, max_size=4))
+            rows.append((rid, tokens, draw(st.integers(0, 6))))
+        expected = _per_request(single, stopped, started, rows)
+        got = batch.step_batch(
+            BatchStep.of(
+                [rid for rid, _, _ in rows],
+                [tokens for _, tokens, _ in rows],
+                [limit for _, _, limit in rows],
+                started=started,
+                stopped=stopped,
+            )
+        )
+        actual = [
+            (tuple(got.tokens[row, : got.lengths[row]].tolist()), int(got.accepted[row])) for row in range(len(rows))
+        ]
+        assert actual == expected, (stopped, started, rows)
+        for (rid, _, limit), (draft, _) in zip(rows, expected):
+            live[rid] = draft if limit else ()
+    return True
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_batch_step_equals_per_request_calls(method, data):
+    assert data.draw(_schedule_and_run(method))
+
+
+def test_suffix_batch_kernel_grows_rings_and_reads_the_cache_like_the_per_request_path():
+    batch, single = _batch_kernel_always(specplug.create("suffix")), specplug.create("suffix")
+    rng = np.random.default_rng(1)
+    for generation in range(3):  # finished requests feed the global cache the next ones draft from
+        ids = [f"{generation}-{row}" for row in range(3)]
+        prompts = [rng.integers(0, 5, size=int(rng.integers(1, 40))).tolist() for _ in ids]
+        batch.step_batch(BatchStep.of([], [], [], started=list(zip(ids, prompts))))
+        for rid, prompt in zip(ids, prompts):
+            single.start(rid, prompt)
+        for _ in range(120):
+            tokens = [rng.integers(0, 5, size=int(rng.integers(1, 9))).tolist() for _ in ids]
+            got = batch.step_batch(BatchStep.of(ids, tokens, [6, 6, 6]))
+            for row, rid in enumerate(ids):
+                accepted = single.extend(rid, tokens[row])
+                expected = single.propose(rid, 6)
+                assert got.draft(row).tokens == expected.tokens and got.draft(row).score == expected.score
+                assert int(got.accepted[row]) == accepted
+        batch.step_batch(BatchStep.of([], [], [], stopped=ids))
+        for rid in ids:
+            single.stop(rid)
+
+
+def test_ngram_batch_kernel_grows_its_arrays_like_the_per_request_path():
+    batch, single = METHODS["ngram-kernel"](), METHODS["ngram"]()
+    rng = np.random.default_rng(0)
+    batch.step_batch(BatchStep.of([], [], [], started=[("a", [1, 2]), ("b", [3])]))
+    single.start("a", [1, 2])
+    single.start("b", [3])
+    for _ in range(300):  # enough appends to reallocate the token arrays and the tables several times
+        tokens = {rid: rng.integers(0, 4, size=int(rng.integers(1, 9))).tolist() for rid in ("a", "b")}
+        got = batch.step_batch(BatchStep.of(["a", "b"], [tokens["a"], tokens["b"]], [4, 4]))
+        for row, rid in enumerate(("a", "b")):
+            accepted = single.extend(rid, tokens[rid])
+            assert got.draft(row).tokens == single.propose(rid, 4).tokens
+            assert int(got.accepted[row]) == accepted
+    assert batch.state_nbytes("a") == single.state_nbytes("a")
+
+
+def test_a_bad_batch_step_names_the_bad_value_and_changes_nothing():
+    proposer = specplug.create("ngram")
+    proposer.start("a", [1, 2, 3])
+    with pytest.raises(RequestStateError, match="'zz'"):
+        proposer.step_batch(BatchStep.of(["a", "zz"], [[1], [2]], [2, 2]))
+    with pytest.raises(InvalidOptionError, match=r"limits\[0\] = -1"):
+        proposer.step_batch(BatchStep.of(["a"], [[1]], [-1]))
+    with pytest.raises(InvalidTokensError, match="negative"):
+        proposer.step_batch(BatchStep(["a"], np.array([-4]), np.array([0, 1]), np.array([2])))
+    with pytest.raises(RequestStateError, match="already started"):
+        proposer.step_batch(BatchStep.of([], [], [], started=[("a", [1])]))
+    with pytest.raises(RequestStateError, match="two rows"):
+        proposer.step_batch(BatchStep.of(["a", "a"], [[1], [1]], [1, 1]))
+    assert proposer.active_requests() == ["a"]
+    assert proposer.extend("a", [1, 2]) == 0 and proposer.propose("a", 2).tokens == (3, 1)
+
+
+def test_a_fault_in_a_batch_path_costs_the_steps_rows_their_drafts_until_they_stop():
+    from specplug import GuardedProposer
+    from specplug.proposers.ngram import NgramOptions, NgramProposer
+
+    class Breaks(NgramProposer):
+        broken = False
+
+        def _step_batch(self, step):
+            if self.broken:
+                raise RuntimeError("kernel bug")
+            return super()._step_batch(step)
+
+    proposer = Breaks(NgramOptions(min_n=1, max_n=2))
+    guard = GuardedProposer(proposer)
+    got = guard.step_batch(BatchStep.of(["a", "b"], [[2], [2]], [2, 2], started=[("a", [1, 2, 3, 1]), ("b", [5])]))
+    assert got.draft(0).tokens == (3, 1)
+    proposer.broken = True
+    got = guard.step_batch(BatchStep.of(["a", "b"], [[3], [1]], [2, 2]))
+    assert list(got.lengths) == [0, 0] and guard.counters["faults"] == 1
+    proposer.broken = False
+    got = guard.step_batch(BatchStep.of(["a", "b"], [[1], [1]], [2, 2]))  # still disabled: state unknown
+    assert list(got.lengths) == [0, 0]
+    got = guard.step_batch(BatchStep.of(["a"], [[2]], [2], stopped=["a"], started=[("a", [1, 2, 3, 1])]))
+    assert got.draft(0).tokens == (3, 1)  # restarted: drafts again
