@@ -74,7 +74,10 @@ def test_register_is_idempotent(sglang):
     before = registered()
     register()
     register()
-    assert registered() == before == ALGORITHMS
+    assert registered() == before
+    # the built-in methods' names; a plugin method registered by an earlier test (the end-to-end
+    # fault test installs one in this process) may stand beside them
+    assert set(ALGORITHMS) <= set(before)
 
 
 def test_the_spec_class_answers_everything_sglang_asks_an_algorithm(sglang):
