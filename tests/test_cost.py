@@ -206,7 +206,7 @@ def test_calibrate_command_rejects_bad_input(tmp_path, capsys):
     for args, message in [
         (["--out", str(tmp_path / "m.json")], "must end in .toml"),
         (["--out", str(tmp_path / "m.toml"), "--contexts", "64,x"], "--contexts '64,x' is not a comma-separated list"),
-        (["--out", str(tmp_path / "m.toml"), "--batched", "0"], "--batched '0': give ints >= 1"),
+        (["--out", str(tmp_path / "m.toml"), "--batched", "0"], "--batched '0': give ints from 1 to 4096"),
     ]:
         with pytest.raises(SystemExit) as info:
             main(["calibrate", *args])

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from specplug._inputs import InputFileError, parse_problem, read_text
 from specplug_adapters.trtllm._compat import import_trtllm
 from specplug_adapters.trtllm._config import build_pair, user_provided_config_class
 from specplug_adapters.trtllm._schema import SPEC_KEY, check_model_yaml
@@ -43,13 +44,18 @@ def read_yaml(path: Path) -> Any:
     except ImportError as error:  # PyYAML comes with TensorRT-LLM and with specplug's trtllm extra
         raise TrtllmConfigError(f"reading {path} needs PyYAML: pip install pyyaml") from error
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise TrtllmConfigError(f"cannot read {path}: {error.strerror}") from None
+        text = read_text(path)
+    except InputFileError as error:
+        raise TrtllmConfigError(str(error)) from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise TrtllmConfigError(f"{path} is not valid YAML: {error}") from None
+    except (RecursionError, ValueError) as error:  # PyYAML raises these bare for deep nesting, huge ints
+        problem = parse_problem(error)
+        if problem is None:
+            raise
+        raise TrtllmConfigError(f"{path} is not valid YAML: {problem}") from None
 
 
 @dataclass

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from specplug._cost._linear import DRAFT_KINDS, LinearCostModel
 from specplug._errors import CostModelError
+from specplug._inputs import InputFileError, parse_problem, read_text
 
 __all__ = ["dump_cost_model", "load_cost_model"]
 
@@ -61,13 +62,18 @@ def load_cost_model(path: str | Path) -> LinearCostModel:
     """Read a linear cost model from a TOML file; errors name the file, line and field."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise CostModelError(f"cannot read cost model file {path}: {error.strerror or error}") from None
+        text = read_text(path)
+    except InputFileError as error:
+        raise CostModelError(f"cost model file {error}") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise CostModelError(f"{path}: not valid TOML: {error}") from None
+    except (RecursionError, ValueError) as error:  # tomllib raises these bare for deep nesting, huge ints
+        problem = parse_problem(error)
+        if problem is None:
+            raise
+        raise CostModelError(f"{path}: not valid TOML: {problem}") from None
     data.setdefault("name", path.stem)
     try:
         return LinearCostModel.model_validate(data)

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from specplug._errors import InvalidOptionError
+from specplug._outputs import check_output
 from specplug.cli._lists import comma_ints, comma_names
 
 
@@ -40,11 +41,24 @@ def bench_command(
     markdown: Path = typer.Option(None, "--markdown", help="write the tables as Markdown here"),
 ) -> None:
     """Replay traces against methods and peers: acceptance, proposer time and modeled speedup per workload."""
-    from specplug.lab.bench import DEFAULT_METHODS, default_traces, parse_method, print_table, run_benchmark, write_json, write_plots
+    from specplug.lab.bench import (
+        DEFAULT_METHODS, default_traces, parse_method, print_table, run_benchmark, write_json, write_markdown, write_plots,
+    )  # fmt: skip
     from specplug.lab.bench._peers import peer_names
     from specplug.cost import cost_model
     from specplug.lab.trace import read_traces
 
+    # every output is checked before the replay, so a bad path never costs a finished run
+    if json_path:
+        check_output("--json", json_path)
+    if markdown:
+        check_output("--markdown", markdown)
+    if plots:
+        check_output("--plots", plots, folder=True)
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise InvalidOptionError("--plots needs matplotlib, which is not installed: pip install matplotlib, or leave --plots out") from None
     files = list(traces or default_traces())
     if not files:
         raise InvalidOptionError("no trace files given and none shipped; make some with `specplug trace`")
@@ -60,7 +74,7 @@ def bench_command(
         specs += [f"peer:{name}" for name in peer_names()]
     methods = [parse_method(spec) for spec in specs]
     model = cost_model(cost)
-    sizes = comma_ints("--batch-sizes", batch_sizes, example="1,8,32,128")
+    sizes = comma_ints("--batch-sizes", batch_sizes, example="1,8,32,128", maximum=1 << 16)
     console = Console(width=max(Console().width, 160))
     if llamacpp_model:
         from specplug.lab.bench._llamacpp import LLAMACPP_TYPES, measure_llamacpp
@@ -91,10 +105,7 @@ def bench_command(
         write_json(result, json_path)
         console.print(f"wrote {json_path}")
     if markdown:
-        from specplug.lab.bench import markdown_tables
-
-        markdown.parent.mkdir(parents=True, exist_ok=True)
-        markdown.write_text(markdown_tables(result))
+        write_markdown(result, markdown)
         console.print(f"wrote {markdown}")
     if plots:
         for path in write_plots(result, plots):

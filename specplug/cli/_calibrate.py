@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from specplug._errors import InvalidOptionError
+from specplug._outputs import check_output, write_text_atomic
 from specplug.cli._lists import comma_ints
 
 
@@ -28,9 +29,10 @@ def calibrate_command(
 
     if out.suffix != ".toml":
         raise InvalidOptionError(f"--out {out} must end in .toml")
+    check_output("--out", out)
     # every cheap check before a model is looked for or a server started
     context_sizes = comma_ints("--contexts", contexts, example="128,512,1024")
-    batched_sizes = comma_ints("--batched", batched, example="1,2,4,8,16,32")
+    batched_sizes = comma_ints("--batched", batched, example="1,2,4,8,16,32", maximum=4096)
     console = Console(stderr=True)
     with console.status("calibrating") as status:
         model_path = find_model(model)
@@ -44,7 +46,6 @@ def calibrate_command(
             repeats=repeats,
             progress=status.update,
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(dump_cost_model(fitted))
+    write_text_atomic(out, dump_cost_model(fitted))
     typer.echo(dump_cost_model(fitted))
     console.print(f"wrote {out} (median relative error of the verify fit {100 * diagnostics['median_relative_error']:.1f}%)")

@@ -39,26 +39,31 @@ def comma_names(option: str, text: str, *, valid: Collection[str] | None = None,
     return names
 
 
-def comma_ints(option: str, text: str, *, example: str, sizes: bool = False) -> list[int]:
-    """The ints >= 1 in ``text``; with ``sizes``, ``8k`` is accepted for 8192 (token counts).
+def _shown(text: str) -> str:
+    # a pasted 5000-digit number must not fill the terminal: the message shows its start
+    return repr(text) if len(text) <= 40 else repr(text[:40]) + f"... ({len(text)} characters)"
+
+
+def comma_ints(option: str, text: str, *, example: str, sizes: bool = False, maximum: int = 1 << 20) -> list[int]:
+    """The ints in ``1..maximum`` in ``text``; with ``sizes``, ``8k`` is accepted for 8192 (token counts).
 
     >>> comma_ints("--contexts", "256,8k", example="8k,64k", sizes=True)
     [256, 8192]
     >>> comma_ints("--batch-sizes", "1,0", example="1,8,32")
     Traceback (most recent call last):
     ...
-    specplug._errors.InvalidOptionError: --batch-sizes '1,0': give ints >= 1, such as 1,8,32
+    specplug._errors.InvalidOptionError: --batch-sizes '1,0': give ints from 1 to 1048576, such as 1,8,32
     """
     values = []
     for part in _items(text):
         scale = 1024 if sizes and part.lower().endswith("k") else 1
-        try:
-            values.append(int(part[:-1] if scale > 1 else part) * scale)
-        except ValueError:
+        digits = part[:-1] if scale > 1 else part
+        if not digits.isdigit() or len(digits) > 18:  # isdigit: no sign, no blanks; 18 digits: no huge ints
             kind = "sizes (8k = 8192)" if sizes else "ints"
             raise InvalidOptionError(
-                f"{option} {text!r} is not a comma-separated list of {kind}: {part!r} is not one; e.g. {example}"
-            ) from None
-    if not values or min(values) < 1:
-        raise InvalidOptionError(f"{option} {text!r}: give ints >= 1, such as {example}")
+                f"{option} {_shown(text)} is not a comma-separated list of {kind}: {_shown(part)} is not one; e.g. {example}"
+            )
+        values.append(int(digits) * scale)
+    if not values or min(values) < 1 or max(values) > maximum:
+        raise InvalidOptionError(f"{option} {_shown(text)}: give ints from 1 to {maximum}, such as {example}")
     return values

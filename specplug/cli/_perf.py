@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specplug._errors import InvalidOptionError
+from specplug._outputs import check_output, write_text_atomic
 from specplug.cli._lists import comma_ints, comma_names
 
 #: the table's columns, in order (the smoke test checks them)
@@ -90,8 +91,10 @@ def perf_command(
     """Time propose + extend per request step at long contexts, with memory, beside vLLM's NgramProposer."""
     from specplug.lab.perf import WORKLOADS, run_perf
 
+    if json_out is not None:
+        check_output("--json-out", json_out)  # before minutes of timing
     chosen = comma_names("--workloads", workloads, valid=WORKLOADS)
-    sizes = comma_ints("--contexts", contexts, example="8k,64k", sizes=True)
+    sizes = comma_ints("--contexts", contexts, example="8k,64k", sizes=True, maximum=1 << 22)
     if cpu is not None:
         try:
             import os
@@ -102,7 +105,7 @@ def perf_command(
     console = Console(stderr=True)
     if batch is not None:
         _batch_perf(
-            comma_ints("--batch", batch, example="1,32,128"), sizes, chosen, methods, peers, steps, repeats,
+            comma_ints("--batch", batch, example="1,32,128", maximum=4096), sizes, chosen, methods, peers, steps, repeats,
             max_tokens, as_json, json_out, console,
         )
         return
@@ -120,7 +123,7 @@ def perf_command(
         )
     data = report.to_json()
     if json_out is not None:
-        json_out.write_text(json.dumps(data, indent=2) + "\n")
+        write_text_atomic(json_out, json.dumps(data, indent=2) + "\n")
     if as_json:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
@@ -168,7 +171,7 @@ def _batch_perf(batches, sizes, workloads, methods, peers, steps, repeats, max_t
     largest = max(batches)
     data = {"rows": rows_to_json(rows), "machine": _machine(), "batches": list(batches)}
     if json_out is not None:
-        json_out.write_text(json.dumps(data, indent=2) + "\n")
+        write_text_atomic(json_out, json.dumps(data, indent=2) + "\n")
     if as_json:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return

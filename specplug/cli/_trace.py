@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from specplug._errors import InvalidOptionError
+from specplug._outputs import check_output
 from specplug.cli._lists import comma_names
 
 
@@ -38,6 +39,7 @@ def trace_command(
 
     if out.suffix != ".jsonl":
         raise InvalidOptionError(f"--out {out} must end in .jsonl")
+    check_output("--out", out)  # before the model runs
     types = comma_names("--llamacpp-types", llamacpp_types, valid=LLAMACPP_TYPES, allow_empty=True)
     names = list(prompt_sets or PROMPT_SETS)
     scripts = load_prompt_sets(names)
@@ -53,7 +55,7 @@ def trace_command(
     with console.status("starting llama-server") as status:
         with LlamaServer(path, threads=threads, ctx_size=8192) as server:
             records = list(generate_records(server, scripts, model_name=path.name, max_tokens=max_tokens, progress=status.update))
-        write_traces(out, records)  # after each phase, so an interrupted run keeps what it made
+        write_traces(out, records)  # after each phase (each write whole), so an interrupted run keeps what it made
         if neural_model:
             draft_path = find_model(neural_model)
             with LlamaServer(draft_path, threads=threads, ctx_size=8192) as draft:

@@ -46,15 +46,17 @@ def tune_command(
     write: Path = typer.Option(None, "--write", help="write the tuned presets into this folder (e.g. presets/trtllm)"),
 ) -> None:
     """Tune TensorRT-LLM's native knobs (sa_config threshold, draft_len_schedule, NGram, SA) by trace replay (modeled)."""
+    from specplug._outputs import check_output, write_text_atomic
     from specplug.lab.trtllm import render_presets, tune
 
+    if write is not None:
+        check_output("--write", write, folder=True)  # before the replay
     report = tune(cost=cost, progress=lambda message: typer.echo(f"replaying: {message}", err=True))
     typer.echo(report.table())
     typer.echo(f"\nchosen: {report.chosen}")
     if write is not None:
-        write.mkdir(parents=True, exist_ok=True)
         for name, text in render_presets(report).items():
-            (write / name).write_text(text, encoding="utf-8")
+            write_text_atomic(write / name, text)
             typer.echo(f"wrote {write / name}")
 
 

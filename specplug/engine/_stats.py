@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from specplug import InvalidOptionError
+from specplug._outputs import write_text_atomic
 
 __all__ = ["DEFAULT_LOGGER", "MIN_LOG_INTERVAL", "StatsReporter", "read_stats"]
 
@@ -93,11 +94,8 @@ class StatsReporter:
             parts = " ".join(f"{key}={value}" for key, value in sorted(current.items()))
             self.log.info("specplug %s: steps=%d %s", self.method, self.steps, parts or "(no drafts yet)")
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             # written aside, then renamed: a reader never sees half a file
-            partial = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-            partial.write_text(json.dumps(self.snapshot(), indent=1) + "\n")
-            os.replace(partial, self.path)
+            write_text_atomic(self.path, json.dumps(self.snapshot(), indent=1) + "\n")
 
 
 def read_stats(path: str | os.PathLike[str]) -> dict[str, object]:

@@ -16,11 +16,16 @@ A trace file is JSON Lines, one request a line (UTF-8, ``\\n`` line ends)::
   how many of its ``k`` greedy draft tokens, drafted after ``prompt + output[:i]``, equal
   ``output[i:]``; one entry per output position, each in ``0..k``.
 - ``engine_runs`` (optional): per engine method, counters an engine reported when it decoded
-  the same prompt with that method (llama-server's ``timings``), plus ``identical`` /
-  ``first_divergence`` comparing its output with ``output_ids``.
+  the same prompt with that method (llama-server's ``timings``): ``draft_n`` (tokens drafted),
+  ``draft_n_accepted`` (of those, accepted; at most ``draft_n`` and below ``predicted_n``),
+  ``predicted_n`` (tokens generated, >= 1), all required ints >= 0; optionally
+  ``predicted_per_second`` (a finite number >= 0), and ``identical`` / ``first_divergence``
+  comparing its output with ``output_ids``. Other counters are kept as they are.
 - ``meta``: free-form strings, numbers and objects (model, engine version, prompt text).
 
 Readers reject anything else with an error that names the file, the line and the field.
+Writers replace a file whole (a temporary file, then a rename), so a failed or interrupted
+write leaves the previous file intact.
 
 >>> import io, json
 >>> line = json.dumps({"v": 1, "id": "a", "workload": "w", "prompt_ids": [1], "output_ids": [2, 3]})
@@ -30,6 +35,7 @@ Readers reject anything else with an error that names the file, the line and the
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -39,9 +45,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from specplug._contract import MAX_TOKEN_ID
 from specplug._errors import SpecplugError
+from specplug._inputs import InputFileError, parse_json, read_text
+from specplug._outputs import atomic_output
 
 __all__ = [
     "FORMAT_VERSION",
+    "EngineRun",
     "NeuralTrace",
     "TraceError",
     "TraceRecord",
@@ -94,6 +103,30 @@ class NeuralTrace(BaseModel):
         return self
 
 
+class EngineRun(BaseModel):
+    """The counters of one engine method on one request (see the module doc); others are kept."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    draft_n: int = Field(ge=0, strict=True)
+    draft_n_accepted: int = Field(ge=0, strict=True)
+    predicted_n: int = Field(ge=1, strict=True)
+    predicted_per_second: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    identical: bool = True
+    first_divergence: int | None = Field(default=None, ge=0, strict=True)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EngineRun:
+        if self.draft_n_accepted > self.draft_n:
+            raise ValueError(f"draft_n_accepted = {self.draft_n_accepted} is larger than draft_n = {self.draft_n}")
+        if self.draft_n_accepted >= self.predicted_n:
+            # every step yields the target's own token besides the accepted draft tokens
+            raise ValueError(
+                f"draft_n_accepted = {self.draft_n_accepted} must be below predicted_n = {self.predicted_n}"
+            )
+        return self
+
+
 class TraceRecord(BaseModel):
     """One recorded request."""
 
@@ -123,6 +156,28 @@ class TraceRecord(BaseModel):
             raise ValueError("must not be empty")
         return ids
 
+    @field_validator("engine_runs", mode="before")
+    @classmethod
+    def _engine_runs(cls, value: object) -> object:
+        if not isinstance(value, dict):
+            return value  # the dict type check reports it
+        runs = {}
+        for name, run in value.items():
+            try:
+                checked = EngineRun.model_validate(run)
+            except ValidationError as error:
+                first = error.errors()[0]
+                where = ".".join(str(part) for part in first["loc"])
+                if first["type"] == "missing":
+                    problem = f"{where} is missing"
+                elif where:
+                    problem = f"{where} = {first.get('input')!r:.40}: {first['msg']}"
+                else:
+                    problem = first["msg"].removeprefix("Value error, ")
+                raise ValueError(f"{name!r}: {problem}") from None
+            runs[name] = checked.model_dump(exclude_unset=True)
+        return runs
+
     @model_validator(mode="after")
     def _neural_length(self) -> TraceRecord:
         if self.neural is not None and len(self.neural.accepted) != len(self.output_ids):
@@ -145,7 +200,7 @@ def parse_traces(stream: IO[str], name: str) -> Iterator[TraceRecord]:
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            data = parse_json(line)
         except json.JSONDecodeError as error:
             hint = " (the file looks truncated)" if not line.endswith("\n") else ""
             raise TraceError(name, number, "(line)", f"not valid JSON{hint}: {error.msg} at column {error.colno}") from None
@@ -171,12 +226,10 @@ def read_traces(path: str | Path) -> list[TraceRecord]:
     """All records of a trace file; an empty file is an error too."""
     path = Path(path)
     try:
-        with path.open(encoding="utf-8") as stream:
-            records = list(parse_traces(stream, str(path)))
-    except OSError as error:
-        raise TraceError(str(path), 0, "(file)", f"cannot be read: {error.strerror or error}") from None
-    except UnicodeDecodeError as error:
-        raise TraceError(str(path), 0, "(file)", f"is not UTF-8 text: {error.reason}") from None
+        text = read_text(path)
+    except InputFileError as error:
+        raise TraceError(str(path), 0, "(file)", error.problem) from None
+    records = list(parse_traces(io.StringIO(text, newline=None), str(path)))
     if not records:
         raise TraceError(str(path), 1, "(file)", "holds no records")
     return records
@@ -192,30 +245,46 @@ def dump_record(record: TraceRecord) -> str:
 
 
 class TraceWriter:
-    """Appends records to a trace file, one flushed line each, so an interrupted run keeps
-    every finished request."""
+    """Writes records to a trace file, as a context manager.
+
+    By default the file is replaced whole when the block ends without an exception (a
+    temporary file, then a rename): a failed or interrupted run leaves the previous file as it
+    was. With ``append``, each record is one flushed line added to the file, so an interrupted
+    run keeps every finished request.
+    """
 
     def __init__(self, path: str | Path, *, append: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._stream = self.path.open("a" if append else "w", encoding="utf-8")
+        self._atomic = None if append else atomic_output(self.path)
+        if self._atomic is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._stream: IO[str] = self.path.open("a", encoding="utf-8")
+        else:
+            self._stream = self._atomic.__enter__()
 
     def write(self, record: TraceRecord) -> None:
         self._stream.write(dump_record(record) + "\n")
-        self._stream.flush()
+        if self._atomic is None:
+            self._stream.flush()
 
-    def close(self) -> None:
-        self._stream.close()
+    def close(self, error: BaseException | None = None) -> None:
+        """Finish the file; with ``error`` (the block failed), an atomic write is dropped."""
+        if self._atomic is None:
+            self._stream.close()
+        elif error is None:
+            self._atomic.__exit__(None, None, None)
+        else:
+            self._atomic.__exit__(type(error), error, error.__traceback__)
 
     def __enter__(self) -> TraceWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        self.close(error)
 
 
 def write_traces(path: str | Path, records: Iterable[TraceRecord]) -> None:
-    """Write ``records`` to ``path`` (replacing it)."""
+    """Write ``records`` to ``path``, replacing it whole (never a truncated file)."""
     with TraceWriter(path) as writer:
         for record in records:
             writer.write(record)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from specplug.lab.bench._methods import BenchMethod, parse_method
 from specplug.lab.bench._neural import TraceNeuralProposer
-from specplug.lab.bench._report import markdown_tables, print_table, write_json, write_plots
+from specplug.lab.bench._report import markdown_tables, print_table, write_json, write_markdown, write_plots
 from specplug.lab.bench._result import BenchResult, Row
 from specplug.lab.bench._run import BATCH_SIZES, run_benchmark, workloads_of
 
@@ -34,6 +34,7 @@ __all__ = [
     "run_benchmark",
     "workloads_of",
     "write_json",
+    "write_markdown",
     "write_plots",
 ]
 

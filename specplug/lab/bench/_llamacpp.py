@@ -116,12 +116,17 @@ def engine_rows(
         row.speedup = {batch: plain[batch] / spec[batch] for batch in batch_sizes if spec[batch]}
         row.notes = f"output identical in {identical}/{len(records)}"
         ratios = [
-            float(record.engine_runs[name].get("predicted_per_second", 0.0)) / float(record.meta["plain_tokens_per_s"])
+            record.engine_runs[name]["predicted_per_second"] / record.meta["plain_tokens_per_s"]
             for record in records
-            if record.meta.get("plain_tokens_per_s") and record.engine_runs[name].get("predicted_per_second")
+            if _positive(record.meta.get("plain_tokens_per_s")) and _positive(record.engine_runs[name].get("predicted_per_second"))
         ]
         if ratios:
             # wall-clock tokens/s against the plain run of the same prompt (1 thread, shared machine: noisy)
             row.notes += f"; measured {statistics.median(ratios):.2f}x tok/s (median)"
         rows.append(row)
     return rows
+
+
+def _positive(value: object) -> bool:
+    # meta is free-form: a plain rate that is not a finite positive number is left out, not divided by
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")

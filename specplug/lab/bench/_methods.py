@@ -23,9 +23,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from specplug import InvalidOptionError, MethodSpec, Proposer, UnknownMethodError, create, method_specs
+from specplug import InvalidOptionError, MethodSpec, Proposer, SpecplugError, UnknownMethodError, create, method_specs
+from specplug._inputs import parse_json
 from specplug._plugins import validate_options
-from specplug.cost import CostModel
+from specplug.cost import CostModel, cost_model
 from specplug.lab.bench._metered import Metered
 from specplug.lab.bench._neural import TraceNeuralProposer
 from specplug.lab.trace import TraceRecord
@@ -59,8 +60,8 @@ class Built:
 
 def _value(text: str) -> Any:
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        return parse_json(text)
+    except json.JSONDecodeError:  # not JSON (a name, a path): the text itself
         return text
 
 
@@ -156,10 +157,25 @@ def _check_composite(text: str, spec: MethodSpec, options: dict[str, Any]) -> No
             if name.startswith(_PEER):
                 _check_peer(name[len(_PEER) :])
             elif name != NEURAL:
-                _spec(name)
+                _check_part(text, name)
         # one stand-in object per part: a composite may reject the same object twice
         values[option] = [TraceNeuralProposer([]) for _ in names] if isinstance(names, list) else TraceNeuralProposer([])
+    cost = capabilities.cost_option
+    if cost is not None and isinstance(options.get(cost), str):
+        cost_model(options[cost])  # an unknown name or a bad file fails now, not after the replay
     validate_options(f"method spec {text!r}", spec.options, values)
+
+
+def _check_part(text: str, name: str) -> None:
+    """A part named in a composite's spec is built as ``create(name)`` per workload: try it now."""
+    _spec(name)
+    try:
+        create(name)
+    except SpecplugError as error:
+        raise InvalidOptionError(
+            f"method spec {text!r}: part {name!r} cannot be built on its own ({error}); name parts that "
+            f"stand alone: a lookup method, {NEURAL} or {_PEER}NAME"
+        ) from None
 
 
 def build(method: BenchMethod, records: list[TraceRecord], cost: CostModel, batch: int, neural_alpha: float) -> Built:

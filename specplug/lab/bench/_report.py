@@ -8,9 +8,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from specplug._outputs import atomic_output, write_text_atomic
 from specplug.lab.bench._result import BenchResult, Row
 
-__all__ = ["markdown_tables", "print_table", "write_json", "write_plots"]
+__all__ = ["markdown_tables", "print_table", "write_json", "write_markdown", "write_plots"]
 
 
 def _num(value: float | None, digits: int = 2, suffix: str = "") -> str:
@@ -63,9 +64,13 @@ def _cells(row: Row, shown: list[int], first: int) -> list[str]:
 
 
 def write_json(result: BenchResult, path: str | Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result.to_json(), indent=1) + "\n")
+    """``result`` as JSON, replacing ``path`` whole."""
+    write_text_atomic(path, json.dumps(result.to_json(), indent=1) + "\n")
+
+
+def write_markdown(result: BenchResult, path: str | Path) -> None:
+    """:func:`markdown_tables` of ``result``, replacing ``path`` whole."""
+    write_text_atomic(path, markdown_tables(result))
 
 
 def write_plots(result: BenchResult, folder: str | Path) -> list[Path]:
@@ -99,7 +104,8 @@ def write_plots(result: BenchResult, folder: str | Path) -> list[Path]:
         axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         figure.tight_layout()
         path = folder / f"speedup-{workload}.png"
-        figure.savefig(path, dpi=110)
+        with atomic_output(path, "wb") as stream:
+            figure.savefig(stream, format="png", dpi=110)
         plt.close(figure)
         written.append(path)
     figure, axes = plt.subplots(figsize=(11, 4.6))
@@ -122,7 +128,8 @@ def write_plots(result: BenchResult, folder: str | Path) -> list[Path]:
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
     path = folder / "tokens-per-step.png"
-    figure.savefig(path, dpi=110)
+    with atomic_output(path, "wb") as stream:
+        figure.savefig(stream, format="png", dpi=110)
     plt.close(figure)
     written.append(path)
     return written

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from specplug import InvalidOptionError, accepted_prefix
+from specplug._inputs import InputFileError, parse_json, read_text
 from specplug.lab.bench.llama_server import LlamaServer
 from specplug.lab.trace import NeuralTrace, TraceRecord
 
@@ -39,16 +40,23 @@ def load_prompt_sets(names: Sequence[str]) -> list[dict[str, Any]]:
             label = f"prompt set {name}"
         else:
             path = Path(name)
-            if path.suffix != ".jsonl" or not path.exists():
+            if path.suffix != ".jsonl" or not path.is_file():
                 raise InvalidOptionError(f"prompt set {name!r} is neither one of {', '.join(PROMPT_SETS)} nor a .jsonl file")
-            text, label = path.read_text(encoding="utf-8"), str(path)
+            try:
+                text, label = read_text(path), str(path)
+            except InputFileError as error:
+                raise InvalidOptionError(f"prompt set {error}") from None
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
             try:
-                item = json.loads(line)
+                item = parse_json(line)
             except json.JSONDecodeError as error:
                 raise InvalidOptionError(f"{label}:{number}: not valid JSON: {error.msg}") from None
+            if not isinstance(item, dict):
+                raise InvalidOptionError(
+                    f"{label}:{number}: must be a JSON object with id, workload and script, got {type(item).__name__}"
+                )
             for field in ("id", "workload", "script"):
                 if field not in item:
                     raise InvalidOptionError(f"{label}:{number}: field {field} is missing")

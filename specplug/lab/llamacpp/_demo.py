@@ -20,6 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from specplug._outputs import check_output, write_text_atomic
 from specplug._presets import load_preset
 from specplug.cost import OnlineCostModel
 from specplug.lab.llamacpp._measure import Measurement, Setting, measure_settings
@@ -131,6 +132,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=("server", "inprocess"), default=None)
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
+    if args.json:
+        check_output("--json", args.json)  # before minutes of measuring
     model = Path(args.model)
     prompts_file = Path(args.prompts) if args.prompts else shipped_prompts("code_edit")
     results: dict[str, object] = {"model": model.name, "prompts": prompts_file.name, "rounds": args.rounds}
@@ -139,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.only in (None, "inprocess"):
         results["llama-cpp-python"] = _summary(run_inprocess(model, prompts_file, args))
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        write_text_atomic(args.json, json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from specplug import InvalidOptionError
+from specplug._inputs import InputFileError, parse_json, read_text
 
 __all__ = ["Prompt", "load_prompts", "shipped_prompts"]
 
@@ -49,15 +50,19 @@ def load_prompts(path: str | os.PathLike[str]) -> list[Prompt]:
     file = Path(path)
     if not file.is_file():
         raise InvalidOptionError(f"prompt file {str(file)!r} does not exist (expected JSONL: one {{\"prompt\": ...}} a line)")
+    try:
+        text = read_text(file)
+    except InputFileError as error:
+        raise InvalidOptionError(f"prompt file {error}") from None
     prompts = []
-    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{file}:{number}"
         try:
-            item = json.loads(line)
-        except ValueError as error:
-            raise InvalidOptionError(f"{where}: not valid JSON ({error})") from None
+            item = parse_json(line)
+        except json.JSONDecodeError as error:
+            raise InvalidOptionError(f"{where}: not valid JSON: {error.msg} at column {error.colno}") from None
         prompts.append(_prompt(item, where, default_id=f"{file.stem}-{number}"))
     if not prompts:
         raise InvalidOptionError(f"prompt file {str(file)!r} has no prompts")

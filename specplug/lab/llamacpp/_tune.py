@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from specplug import InvalidOptionError
+from specplug._outputs import check_output, write_text_atomic
 from specplug.lab.llamacpp._measure import Measurement, Setting, measure_settings
 from specplug.lab.llamacpp._prompts import load_prompts
 
@@ -135,6 +136,7 @@ def tune(
     if rounds < 1 or n_predict < 1 or threads < 1:
         raise InvalidOptionError(f"rounds, n_predict and threads must be >= 1 (got {rounds}, {n_predict}, {threads})")
     prompts = load_prompts(prompts_file)
+    path = check_output("--out", out if out is not None else f"{name}.ini")  # before minutes of measuring
     measurements = measure_settings(
         model, candidates, prompts, n_predict=n_predict, rounds=rounds, threads=threads,
         ctx_size=ctx_size, binary=binary, progress=progress,
@@ -147,6 +149,5 @@ def tune(
         "reproduce: " + (command or shlex.join(["specplug", "tune", "llama-server", "--model", str(model), "--prompts", str(prompts_file)])),
     ]
     text = preset_text(name, winner, plain, summary=summary or f"{name}: fastest llama.cpp n-gram setting found by specplug tune", notes=notes)
-    path = Path(out) if out is not None else Path(f"{name}.ini")
-    path.write_text(text, encoding="utf-8")
+    write_text_atomic(path, text)
     return measurements, path

@@ -1,0 +1,76 @@
+"""Input files a user hands specplug (traces, prompt files, cost models), read one way.
+
+Whatever is wrong with such a file must end as one line naming it, never as a traceback:
+not a file, unreadable, not UTF-8, JSON nested past the recursion limit, or a number longer than
+Python converts (4300 digits), which ``json`` and ``tomllib`` raise as plain ValueError or
+RecursionError rather than as their own decode errors.
+
+>>> parse_json('{"a": [1, 2]}')
+{'a': [1, 2]}
+>>> parse_json("[" * 100_000)
+Traceback (most recent call last):
+...
+json.decoder.JSONDecodeError: nested too deeply (more than ... levels): line 1 column 1 (char 0)
+>>> parse_json("9" * 5000)
+Traceback (most recent call last):
+...
+json.decoder.JSONDecodeError: a number with more than 4300 digits: line 1 column 1 (char 0)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from specplug._errors import SpecplugError
+
+__all__ = ["InputFileError", "parse_json", "parse_problem", "read_text"]
+
+
+class InputFileError(SpecplugError, ValueError):
+    """An input file that cannot be read as UTF-8 text; ``problem`` says why without the path."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path, self.problem = path, problem
+        super().__init__(f"{path}: {problem}")
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    """The UTF-8 text of ``path``, or an InputFileError saying what is wrong with it."""
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+    except OSError as error:
+        raise InputFileError(file, f"cannot be read: {error.strerror or error}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise InputFileError(
+            file, f"is not UTF-8 text: byte 0x{data[error.start]:02x} on line {line} ({error.reason}); save it as UTF-8"
+        ) from None
+
+
+def parse_problem(error: Exception) -> str | None:
+    """What a parser's RecursionError or digit-limit ValueError means for the user, else None."""
+    if isinstance(error, RecursionError):
+        return f"nested too deeply (more than {sys.getrecursionlimit()} levels)"
+    if isinstance(error, ValueError) and "integer string conversion" in str(error):
+        return f"a number with more than {getattr(sys, 'get_int_max_str_digits', lambda: 4300)()} digits"
+    return None
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads(text)``; every failure is a ``json.JSONDecodeError``, so callers catch one thing."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except (RecursionError, ValueError) as error:
+        problem = parse_problem(error)
+        if problem is None:
+            raise
+        raise json.JSONDecodeError(problem, text, 0) from None
