@@ -5,14 +5,15 @@ name is looked up (``specplug.create()``, ``specplug.cost.cost_model()``, ``crea
 the CLI): the hook specifications, then the core's built-in plugins, then entry points, then
 a check that no plugin implements a hook that does not exist. So importing specplug never
 imports a third-party plugin. Methods are collected when the catalog is built; cost models
-and peers on their first lookup.
+and peers on their first lookup. A broken plugin is left out with one warning and the rest
+keeps working (``_plugin_faults``).
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import threading
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,23 +25,25 @@ from specplug import hookspecs
 from specplug._contract import Proposer
 from specplug._cost._files import load_cost_model
 from specplug._cost._linear import CostModel
-from specplug._errors import (
-    CostModelError, InvalidOptionError, SpecplugError, UnknownMethodError, UnknownPeerError,
+from specplug._errors import CostModelError, InvalidOptionError, SpecplugError, UnknownMethodError, UnknownPeerError
+from specplug._plugin_faults import (
+    BLOCK_ENV, PluginError, PluginFaults, PluginSource, PluginWarning, blocked_plugins, collect, unknown_hook_problem,
+    unknown_hooks,
 )  # fmt: skip
-from specplug._registry import CostModelRegistrar, CostModelSpec, MethodRegistrar, MethodSpec, PeerRegistrar, PeerSpec
+from specplug._registry import (
+    CostModelRegistrar, CostModelSpec, MethodRegistrar, MethodSpec, PeerRegistrar, PeerSpec, Registrar,
+)  # fmt: skip
 
 __all__ = [
-    "BLOCK_ENV", "BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "Catalog", "PluginLoadError", "build_plugin_manager",
-    "cost_model", "cost_models", "create", "create_peer", "default_catalog", "method_specs", "methods",
-    "peer_specs", "reset", "validate_options",
+    "BLOCK_ENV", "BUILTIN_PLUGINS", "ENTRY_POINT_GROUP", "Catalog", "PluginError", "PluginWarning",
+    "SpecplugPluginManager", "blocked_plugins", "build_plugin_manager", "cost_model", "cost_models", "create",
+    "create_peer", "default_catalog", "method_specs", "methods", "peer_specs", "reset", "validate_options",
 ]  # fmt: skip
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 #: entry-point group that third-party plugins publish under
 ENTRY_POINT_GROUP = "specplug"
-#: comma-separated plugin names that are not loaded (built-in or entry-point names)
-BLOCK_ENV = "SPECPLUG_BLOCK_PLUGINS"
 #: the core's built-in plugins (its methods and cost presets), by name and module, registered
 #: before any entry point; adapters, engines and the CLI register their own, never here
 BUILTIN_PLUGINS: dict[str, str] = {
@@ -52,65 +55,94 @@ BUILTIN_PLUGINS: dict[str, str] = {
 }
 
 
-class PluginLoadError(SpecplugError, ImportError):
-    """An entry point that could not be imported or does not implement valid hooks."""
+class SpecplugPluginManager(pluggy.PluginManager):
+    """A pluggy plugin manager that knows where each plugin came from and which ones are broken."""
+
+    def __init__(self) -> None:
+        super().__init__(ENTRY_POINT_GROUP)
+        #: plugin name -> where it came from (built-in module, code, or entry point and distribution)
+        self.sources: dict[str, PluginSource] = {}
+        self.faults = PluginFaults()
+
+    def source(self, name: str) -> PluginSource:
+        return self.sources.get(name) or PluginSource(name, "?")
+
+    def collect(self, hook: str, registrar: Registrar[Any]) -> Registrar[Any]:
+        """``registrar`` filled through ``hook``, one plugin at a time; broken plugins left out."""
+
+        def keep(staged: Registrar[Any], source: PluginSource) -> str | None:
+            first = registrar.taken(staged)
+            if first is not None:
+                return f"it registers {registrar.kind} {first.name!r}, which {self.source(first.plugin).describe()} registered first"
+            registrar.merge(staged, source.name)
+            return None
+
+        collect(
+            self, hook, type(registrar), keep, self.sources, self.faults, lambda staged: {staged.kind: list(staged.specs())}
+        )
+        return registrar
 
 
 # ----------------------------------------------------------------------- the manager
-
-
-def blocked_plugins(environ: dict[str, str] | None = None) -> set[str]:
-    """The plugin names blocked through ``SPECPLUG_BLOCK_PLUGINS``.
-
-    >>> sorted(blocked_plugins({BLOCK_ENV: "echo, specplug.suffix,"}))
-    ['echo', 'specplug.suffix']
-    """
-    value = (os.environ if environ is None else environ).get(BLOCK_ENV, "")
-    return {name.strip() for name in value.split(",") if name.strip()}
 
 
 def build_plugin_manager(
     *,
     entry_points: bool = True,
     extra_plugins: dict[str, object] | None = None,
-) -> pluggy.PluginManager:
+) -> SpecplugPluginManager:
     """A plugin manager with the hookspecs, built-ins, extra plugins and entry points.
 
     ``extra_plugins`` (name -> plugin object) are registered after the built-ins;
-    tests use it for in-process plugins.
+    tests use it for in-process plugins. A plugin that cannot be loaded or implements a hook
+    that does not exist is left out with a :class:`PluginWarning` (``manager.faults``).
     """
-    manager = pluggy.PluginManager(ENTRY_POINT_GROUP)
+    manager = SpecplugPluginManager()
     manager.add_hookspecs(hookspecs)
-    for name in sorted(blocked_plugins()):
+    blocked = blocked_plugins()
+    for name in sorted(blocked):
         manager.set_blocked(name)
     for name, module in BUILTIN_PLUGINS.items():
         if not manager.is_blocked(name):
+            # a built-in that fails to import is specplug's own bug: let it raise
             manager.register(importlib.import_module(module), name=name)
+            manager.sources[name] = PluginSource(name, module)
     for name, plugin in (extra_plugins or {}).items():
         if not manager.is_blocked(name):
-            manager.register(plugin, name=name)
+            _register(manager, PluginSource(name, getattr(plugin, "__name__", type(plugin).__qualname__)), lambda: plugin)
     if entry_points:
-        _load_entry_points(manager)
-    manager.check_pending()
+        _load_entry_points(manager, blocked)
+    hooks = [name for name in vars(hookspecs) if name.startswith("specplug_")]
+    for name, unknown in unknown_hooks(manager).items():
+        # instead of pluggy's check_pending(), which raises for the first one and takes every plugin down
+        manager.faults.add(manager.source(name), unknown_hook_problem(unknown, hooks))
+        manager.unregister(name=name)
     return manager
 
 
-def _load_entry_points(manager: pluggy.PluginManager) -> None:
-    # Our own loop rather than pluggy's load_setuptools_entrypoints: a plugin that fails
-    # to import is reported with its entry point and distribution, not swallowed or bare.
+def _register(manager: SpecplugPluginManager, source: PluginSource, load: Any) -> None:
+    taken = manager.sources.get(source.name)
+    if taken is not None:
+        # pluggy would skip it without a word; its name alone would block the other plugin too
+        source = replace(source, shares_name=True)
+        manager.faults.add(source, f"its name is taken by {taken.describe()}; each plugin needs a name of its own")
+        return
+    try:
+        manager.register(load(), name=source.name)
+    except Exception as error:  # noqa: BLE001 - reported with the plugin named, and the rest loads
+        manager.faults.add(source, f"it failed to load: {type(error).__name__}: {error}")
+        return
+    manager.sources[source.name] = source
+
+
+def _load_entry_points(manager: SpecplugPluginManager, blocked: set[str]) -> None:
+    # Our own loop rather than pluggy's load_setuptools_entrypoints: a plugin that fails to
+    # import, or takes a name already taken, is reported with its entry point and distribution.
     for entry_point in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name):
-        if manager.is_blocked(entry_point.name) or manager.has_plugin(entry_point.name):
+        source = PluginSource(entry_point.name, entry_point.value, getattr(entry_point.dist, "name", None) or "?")
+        if entry_point.name in blocked or f"{source.name}@{source.distribution}" in blocked:
             continue
-        distribution = getattr(entry_point.dist, "name", "?")
-        try:
-            plugin = entry_point.load()
-            manager.register(plugin, name=entry_point.name)
-        except Exception as error:  # noqa: BLE001 - re-raised with the plugin named
-            raise PluginLoadError(
-                f"specplug plugin {entry_point.name!r} ({entry_point.value}, from distribution "
-                f"{distribution}) failed to load: {type(error).__name__}: {error}. "
-                f"Block it with {BLOCK_ENV}={entry_point.name}"
-            ) from error
+        _register(manager, source, entry_point.load)
 
 
 # -------------------------------------------------------------------- option checks
@@ -143,10 +175,27 @@ def validate_options(subject: str, options: type[ModelT], values: dict[str, Any]
         raise InvalidOptionError(_describe(subject, options, error)) from None
 
 
-def _created(subject: str, origin: str, proposer: object) -> Proposer:
+def _built(manager: SpecplugPluginManager, subject: str, spec: MethodSpec | PeerSpec, options: BaseModel) -> Proposer:
+    """``spec.factory(options)``, checked: a factory that raises or returns no Proposer is its plugin's fault, named."""
+    source = manager.source(spec.plugin) if spec.plugin else PluginSource(spec.origin, spec.origin)
+    try:
+        proposer = spec.factory(options)
+    except SpecplugError:
+        raise
+    except Exception as error:  # noqa: BLE001 - re-raised with the plugin named
+        raise PluginError(
+            f"{subject} of {source.describe()} failed to build: {type(error).__name__}: {error}"
+            f"{_blocking_hint(source)}"
+        ) from error
     if not isinstance(proposer, Proposer):
-        raise TypeError(f"{subject} ({origin}) returned {proposer!r}, not a specplug.Proposer")
+        raise PluginError(
+            f"{subject} of {source.describe()} returned {proposer!r:.60}, not a specplug.Proposer{_blocking_hint(source)}"
+        )
     return proposer
+
+
+def _blocking_hint(source: PluginSource) -> str:
+    return "" if source.distribution is None else f"; block the plugin with {BLOCK_ENV}={source.block_value()}"
 
 
 # ---------------------------------------------------------------------- the catalog
@@ -155,11 +204,9 @@ def _created(subject: str, origin: str, proposer: object) -> Proposer:
 class Catalog:
     """What the plugins of one plugin manager registered: methods now, cost models and peers when first asked for."""
 
-    def __init__(self, manager: pluggy.PluginManager) -> None:
+    def __init__(self, manager: SpecplugPluginManager) -> None:
         self.manager = manager
-        registrar = MethodRegistrar()
-        manager.hook.specplug_register_methods(registrar=registrar)
-        self.specs: dict[str, MethodSpec] = registrar.specs()
+        self.specs: dict[str, MethodSpec] = manager.collect("specplug_register_methods", MethodRegistrar()).specs()
         self._lock = threading.RLock()  # re-entrant: a plugin's hook may look a cost model up
         self._cost_models: dict[str, CostModelSpec] | None = None
         self._peers: dict[str, PeerSpec] | None = None
@@ -168,15 +215,20 @@ class Catalog:
     def methods(self) -> list[str]:
         return list(self.specs)
 
+    @property
+    def faults(self) -> PluginFaults:
+        """The plugins left out as broken."""
+        return self.manager.faults
+
     def spec(self, name: object) -> MethodSpec:
         if not isinstance(name, str) or name not in self.specs:
-            raise UnknownMethodError(name, self.methods())
+            raise self.faults.unknown("method", name, UnknownMethodError(name, self.methods()))
         return self.specs[name]
 
     def create(self, name: str, **options: Any) -> Proposer:
         spec = self.spec(name)
         validated = validate_options(f"method {name!r}", spec.options, options)
-        return _created(f"method {name!r}", spec.origin, spec.factory(self._resolved(spec, validated)))
+        return _built(self.manager, f"method {name!r}", spec, self._resolved(spec, validated))
 
     def _resolved(self, spec: MethodSpec, options: BaseModel) -> BaseModel:
         """``options`` with the parts and the cost model its capabilities declare resolved from
@@ -200,8 +252,7 @@ class Catalog:
         """The named cost models, collected through ``specplug_register_cost_models`` on first use."""
         with self._lock:
             if self._cost_models is None:
-                registrar = CostModelRegistrar()
-                self.manager.hook.specplug_register_cost_models(registrar=registrar)
+                registrar = self.manager.collect("specplug_register_cost_models", CostModelRegistrar())
                 self._cost_models = registrar.specs()
             return dict(self._cost_models)
 
@@ -210,18 +261,17 @@ class Catalog:
         """The peers, collected through ``specplug_register_peers`` on first use."""
         with self._lock:
             if self._peers is None:
-                registrar = PeerRegistrar()
-                self.manager.hook.specplug_register_peers(registrar=registrar)
+                registrar = self.manager.collect("specplug_register_peers", PeerRegistrar())
                 self._peers = registrar.specs()
             return dict(self._peers)
 
     def create_peer(self, name: str, **options: Any) -> Proposer:
         peers = self.peers()
         if not isinstance(name, str) or name not in peers:
-            raise UnknownPeerError(name, list(peers))
+            raise self.faults.unknown("peer", name, UnknownPeerError(name, list(peers)))
         spec = peers[name]
         validated = validate_options(f"peer {name!r}", spec.options, options)
-        return _created(f"peer {name!r}", spec.origin, spec.factory(validated))
+        return _built(self.manager, f"peer {name!r}", spec, validated)
 
 
 _lock = threading.Lock()
@@ -306,7 +356,10 @@ def cost_model(spec: CostModel | str | Path) -> CostModel:
     models = cost_models()
     if isinstance(spec, str) and spec in models:
         return models[spec].model
-    raise CostModelError(
-        f"unknown cost model {spec!r:.60}; valid names: {', '.join(models) or '(none)'}, "
-        "or the path of a .toml file"
+    raise default_catalog().faults.unknown(
+        "cost model",
+        spec,
+        CostModelError(
+            f"unknown cost model {spec!r:.60}; valid names: {', '.join(models) or '(none)'}, or the path of a .toml file"
+        ),
     )

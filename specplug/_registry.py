@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -84,6 +84,8 @@ class MethodSpec:
     factory: Callable[..., object]
     origin: str
     capabilities: MethodCapabilities = field(default_factory=MethodCapabilities)
+    #: the plugin that registered it (set by the plugin manager; "" when registered by hand)
+    plugin: str = ""
 
     def default_options(self) -> dict[str, Any]:
         """The options that have defaults, with them (required options are left out)."""
@@ -113,6 +115,8 @@ class PeerSpec:
     options: type[BaseModel]
     factory: Callable[..., object]
     origin: str
+    #: the plugin that registered it (set by the plugin manager; "" when registered by hand)
+    plugin: str = ""
 
 
 @dataclass(frozen=True)
@@ -123,11 +127,14 @@ class CostModelSpec:
     summary: str
     model: CostModel
     origin: str
+    #: the plugin that registered it (set by the plugin manager; "" when registered by hand)
+    plugin: str = ""
 
 
 class _Named(Protocol):
     name: str
     origin: str
+    plugin: str
 
 
 SpecT = TypeVar("SpecT", bound=_Named)
@@ -178,6 +185,15 @@ class Registrar(Generic[SpecT]):
     def specs(self) -> dict[str, SpecT]:
         """The registered entries by name, sorted."""
         return dict(sorted(self._specs.items()))
+
+    def taken(self, other: Registrar[SpecT]) -> SpecT | None:
+        """The first of this registrar's entries whose name ``other`` registers too, or None."""
+        return next((self._specs[name] for name in other._specs if name in self._specs), None)
+
+    def merge(self, other: Registrar[SpecT], plugin: str) -> None:
+        """Take ``other``'s entries (one plugin's, checked with :meth:`taken`) as registered by ``plugin``."""
+        for name, spec in other._specs.items():
+            self._specs[name] = replace(spec, plugin=plugin)
 
 
 class MethodRegistrar(Registrar[MethodSpec]):

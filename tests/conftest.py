@@ -24,15 +24,17 @@ def fresh_catalog():
     _plugins.reset()
 
 
-def install_distribution(folder: Path, monkeypatch, name: str, module: str, source: str) -> Path:
+def install_distribution(
+    folder: Path, monkeypatch, name: str, module: str, source: str, *, entry_point: str | None = None
+) -> Path:
     """Make ``folder`` hold an installed distribution ``name`` (a .dist-info on sys.path) whose
-    ``specplug`` entry point is ``module``, written from ``source``: what importlib.metadata finds
-    for a plugin installed with pip."""
+    ``specplug`` entry point (``entry_point``, by default ``name`` without ``specplug-``) is
+    ``module``, written from ``source``: what importlib.metadata finds for a plugin installed with pip."""
     (folder / f"{module}.py").write_text(source)
     info = folder / f"{name.replace('-', '_')}-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[specplug]\n{name.removeprefix('specplug-')} = {module}\n")
+    (info / "entry_points.txt").write_text(f"[specplug]\n{entry_point or name.removeprefix('specplug-')} = {module}\n")
     monkeypatch.syspath_prepend(str(folder))
     _plugins.reset()
     return folder

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 import specplug
 from specplug import _plugins
-from specplug._plugins import PluginLoadError, build_plugin_manager
+from specplug._plugins import PluginWarning, build_plugin_manager
 from specplug._registry import MethodRegistrar
 from specplug.cli import build_app
 from tests.conftest import install_distribution
@@ -84,15 +84,12 @@ def test_blocking_a_plugin_by_environment_variable(throwaway_distribution, monke
     assert "echo" not in names and "suffix" not in names and "ngram" in names
 
 
-def test_broken_entry_point_names_the_plugin(tmp_path, monkeypatch, fresh_catalog):
-    (tmp_path / "specplug_broken_plugin.py").write_text("raise RuntimeError('boom')\n")
-    info = tmp_path / "specplug_broken-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: specplug-broken\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[specplug]\nbroken = specplug_broken_plugin\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(PluginLoadError, match=r"'broken'.*specplug-broken.*boom.*SPECPLUG_BLOCK_PLUGINS=broken"):
-        build_plugin_manager()
+def test_broken_entry_point_names_the_plugin_and_the_rest_loads(tmp_path, monkeypatch, fresh_catalog):
+    install_distribution(tmp_path, monkeypatch, "specplug-broken", "specplug_broken_plugin", "raise RuntimeError('boom')\n")
+    with pytest.warns(PluginWarning, match=r"'broken'.*specplug-broken.*boom.*SPECPLUG_BLOCK_PLUGINS=broken"):
+        manager = build_plugin_manager()
+    assert "broken" in manager.faults and not manager.has_plugin("broken")
+    assert {"ngram", "suffix"} <= set(_plugins.Catalog(manager).methods())
 
 
 def test_registrar_rejects_duplicates_naming_both_origins():
@@ -102,14 +99,15 @@ def test_registrar_rejects_duplicates_naming_both_origins():
         registrar.add("ngram", NgramProposer, options=NgramOptions, summary="two")
 
 
-def test_duplicate_method_from_a_plugin_is_an_error(fresh_catalog):
+def test_duplicate_method_from_a_plugin_leaves_the_plugin_out(fresh_catalog):
     class Clash:
         @specplug.hookimpl
         def specplug_register_methods(self, registrar):
             registrar.add("ngram", NgramProposer, options=NgramOptions, summary="again")
 
-    with pytest.raises(specplug.DuplicateNameError, match="'ngram'"):
-        _plugins.Catalog(build_plugin_manager(entry_points=False, extra_plugins={"clash": Clash()}))
+    with pytest.warns(PluginWarning, match="plugin 'clash' .* registers method 'ngram', which plugin 'specplug.ngram'"):
+        catalog = _plugins.Catalog(build_plugin_manager(entry_points=False, extra_plugins={"clash": Clash()}))
+    assert catalog.specs["ngram"].plugin == "specplug.ngram" and catalog.specs["ngram"].summary != "again"
 
 
 @pytest.mark.parametrize(

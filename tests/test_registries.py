@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 import specplug
-from specplug._plugins import Catalog, build_plugin_manager
+from specplug._plugins import Catalog, PluginError, PluginWarning, build_plugin_manager
 from specplug.cost import CostModelRegistrar, cost_model
 from specplug.proposers.ngram import NgramOptions, NgramProposer
 
@@ -132,14 +132,15 @@ def test_create_peer_errors_name_the_bad_value_and_the_valid_ones(peer_catalog):
         specplug.create_peer("echo-peer", k=3)
     with pytest.raises(specplug.InvalidOptionError, match="peer 'echo-peer': option repeat = '2'"):
         specplug.create_peer("echo-peer", repeat="2")
-    with pytest.raises(TypeError, match="peer 'not-a-proposer' .* not a specplug.Proposer"):
+    with pytest.raises(PluginError, match="peer 'not-a-proposer' of plugin 'peers' .* not a specplug.Proposer"):
         specplug.create_peer("not-a-proposer")
 
 
-def test_a_duplicate_peer_from_two_plugins_is_an_error():
+def test_a_duplicate_peer_from_two_plugins_leaves_the_second_out():
     manager = build_plugin_manager(entry_points=False, extra_plugins={"one": PeerPlugin(), "two": PeerPlugin()})
-    with pytest.raises(specplug.DuplicateNameError, match="peer 'echo-peer' is registered twice"):
-        Catalog(manager).peers()
+    with pytest.warns(PluginWarning, match="plugin 'two' .* registers peer 'echo-peer', which plugin 'one' .* registered first"):
+        peers = Catalog(manager).peers()
+    assert peers["echo-peer"].plugin == "one" and "two" in manager.faults
 
 
 def test_the_core_registers_no_peer_and_no_command(fresh_catalog):

@@ -14,8 +14,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from specplug._plugin_faults import PluginSource, collect
 from specplug._plugins import default_catalog
-from specplug._errors import SpecplugError
 from specplug._version import __version__
 from specplug.cli._bench import bench_command
 from specplug.cli._calibrate import calibrate_command
@@ -92,12 +92,30 @@ def build_app() -> typer.Typer:
         app.command(name)(command)
     for name, group in builtin_groups().items():
         app.add_typer(group(), name=name)
-    builtin = set(builtin_commands()) | set(builtin_groups())
-    # third-party commands come after the built-ins, so a clash is reported, never a silent override
-    default_catalog().manager.hook.specplug_add_commands(app=app)
-    names = [command.name or command.callback.__name__ for command in app.registered_commands]
-    names += [group.name for group in app.registered_groups]
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise SpecplugError(f"CLI command name(s) {duplicates} added twice (built-ins: {sorted(builtin)})")
+    _add_plugin_commands(app)
     return app
+
+
+def _command_names(app: typer.Typer) -> list[str]:
+    names = [command.name or getattr(command.callback, "__name__", "?") for command in app.registered_commands]
+    return names + [group.name or "?" for group in app.registered_groups]
+
+
+def _add_plugin_commands(app: typer.Typer) -> None:
+    """Each plugin's commands, added after the built-ins one plugin at a time: a plugin whose hook
+    raises, or that takes a name already taken, is left out with a warning, never a silent override."""
+    manager = default_catalog().manager
+
+    def keep(staged: typer.Typer, source: PluginSource) -> str | None:
+        names, taken = _command_names(staged), set(_command_names(app))
+        clashes = sorted({name for name in names if name in taken or names.count(name) > 1})
+        if clashes:
+            return f"it adds CLI command(s) {clashes}, which are taken (taken: {', '.join(sorted(taken))})"
+        app.registered_commands += staged.registered_commands
+        app.registered_groups += staged.registered_groups
+        return None
+
+    collect(
+        manager, "specplug_add_commands", typer.Typer, keep, manager.sources, manager.faults,
+        lambda staged: {"command": _command_names(staged)},
+    )  # fmt: skip
