@@ -111,11 +111,12 @@ class PluginFaults:
 
     def add(self, source: PluginSource, problem: str, names: Mapping[str, Iterable[str]] | None = None) -> PluginFault:
         fault = PluginFault(source, problem, {kind: tuple(found) for kind, found in (names or {}).items()})
-        self._faults[source.name] = fault
+        self._faults[source.block_token] = fault  # not the name alone: a plugin may take a working one's
         warnings.warn(str(fault), PluginWarning, stacklevel=3)
         return fault
 
     def __contains__(self, plugin: object) -> bool:
+        """Whether the plugin of this name (or ``NAME@DISTRIBUTION``) is broken."""
         return plugin in self._faults
 
     def __iter__(self):

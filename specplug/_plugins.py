@@ -31,7 +31,7 @@ from specplug._plugin_faults import (
     unknown_hooks,
 )  # fmt: skip
 from specplug._registry import (
-    CostModelRegistrar, CostModelSpec, MethodRegistrar, MethodSpec, PeerRegistrar, PeerSpec, Registrar,
+    CostModelRegistrar, CostModelSpec, MethodRegistrar, MethodSpec, PeerRegistrar, PeerSpec, Registrar, SpecT,
 )  # fmt: skip
 
 __all__ = [
@@ -207,7 +207,8 @@ class Catalog:
     def __init__(self, manager: SpecplugPluginManager) -> None:
         self.manager = manager
         self.specs: dict[str, MethodSpec] = manager.collect("specplug_register_methods", MethodRegistrar()).specs()
-        self._lock = threading.RLock()  # re-entrant: a plugin's hook may look a cost model up
+        self._lock = threading.RLock()  # re-entrant: a plugin's hook may look a cost model up (and be told it cannot)
+        self._collecting: set[str] = set()
         self._cost_models: dict[str, CostModelSpec] | None = None
         self._peers: dict[str, PeerSpec] | None = None
 
@@ -252,17 +253,25 @@ class Catalog:
         """The named cost models, collected through ``specplug_register_cost_models`` on first use."""
         with self._lock:
             if self._cost_models is None:
-                registrar = self.manager.collect("specplug_register_cost_models", CostModelRegistrar())
-                self._cost_models = registrar.specs()
+                self._cost_models = self._collect_once("cost models", "specplug_register_cost_models", CostModelRegistrar())
             return dict(self._cost_models)
+
+    def _collect_once(self, what: str, hook: str, registrar: Registrar[SpecT]) -> dict[str, SpecT]:
+        # a hook that looks up what it is registering would start the collection again, without end
+        if hook in self._collecting:
+            raise PluginError(f"{what} are being registered; a {hook} hook cannot look one up by name")
+        self._collecting.add(hook)
+        try:
+            return self.manager.collect(hook, registrar).specs()
+        finally:
+            self._collecting.discard(hook)
 
     # ---------------------------------------------------------------- peers
     def peers(self) -> dict[str, PeerSpec]:
         """The peers, collected through ``specplug_register_peers`` on first use."""
         with self._lock:
             if self._peers is None:
-                registrar = self.manager.collect("specplug_register_peers", PeerRegistrar())
-                self._peers = registrar.specs()
+                self._peers = self._collect_once("peers", "specplug_register_peers", PeerRegistrar())
             return dict(self._peers)
 
     def create_peer(self, name: str, **options: Any) -> Proposer:
