@@ -123,7 +123,7 @@ def test_mistakes_in_the_yaml_stop_before_tensorrt_llm_is_needed(tmp_path):
     native.write_text(yaml.safe_dump({"speculative_config": {"decoding_type": "NGram", "max_draft_len": 2}}))
     with pytest.raises(TrtllmConfigError, match="no top-level `specplug:` block"):
         plan_launch(["m", "--config", str(native)])
-    with pytest.raises(TrtllmConfigError, match="cannot read"):
+    with pytest.raises(TrtllmConfigError, match="missing.yaml: cannot be read"):
         plan_launch(["m", "--config", str(tmp_path / "missing.yaml")])
 
 
