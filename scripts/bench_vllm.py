@@ -119,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         saved = [{key: value for key, value in row.items() if key != "outputs"} for row in rows]
         for row, full in zip(saved, rows):
             row["output_equals_none"] = bool(base) and full["outputs"] == base["outputs"]
-        args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "rows": saved}, indent=1) + "\n")
+        from specplug._outputs import write_text_atomic
+
+        write_text_atomic(args.out, json.dumps({"args": vars(args) | {"out": str(args.out)}, "rows": saved}, indent=1) + "\n")
     return 0
 
 

@@ -104,7 +104,9 @@ def main() -> int:
         print(f"{result['algorithm']:<20}{result['tokens_per_s']:>10}{speedup:>8.2f}x{result['tokens_per_step'] or '-':>10}"
               f"{result['accepted']:>10}{result['proposed']:>10}  {'identical' if same else 'DIFFERS'}")
     if args.json:
-        args.json.write_text(json.dumps([{k: v for k, v in r.items() if k != "texts"} for r in results], indent=1))
+        from specplug._outputs import write_text_atomic
+
+        write_text_atomic(args.json, json.dumps([{k: v for k, v in r.items() if k != "texts"} for r in results], indent=1))
     return status
 
 
