@@ -123,6 +123,9 @@ CASES = {
         lambda f: [*BENCH[:-2], "-m", "hybrid:lookup=hybrid", f.trace()], "part 'hybrid' cannot be built on its own", [],
     ),
     "bench -m hybrid:cost=nope": (lambda f: [*BENCH[:-2], "-m", "hybrid:cost=nope", f.trace()], "unknown cost model 'nope'", []),
+    "bench -m peer:vllm-ngram:foo=1": (
+        lambda f: [*BENCH[:-2], "-m", "peer:vllm-ngram:foo=1", f.trace()], "peer 'vllm-ngram': unknown option 'foo'", [],
+    ),
     "bench -m 5000-digit option": (lambda f: [*BENCH[:-2], "-m", f"ngram:min_n={NINES}", f.trace()], "option min_n", []),
     "bench --batch-sizes 5000 digits": (
         lambda f: [*BENCH, f.trace(), "--batch-sizes", NINES], "--batch-sizes '99999", [],

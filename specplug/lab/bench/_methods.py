@@ -23,7 +23,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from specplug import InvalidOptionError, MethodSpec, Proposer, SpecplugError, UnknownMethodError, create, method_specs
+from specplug import (
+    InvalidOptionError, MethodSpec, Proposer, SpecplugError, UnknownMethodError, create, method_specs, peer_specs,
+)  # fmt: skip
 from specplug._inputs import parse_json
 from specplug._plugins import validate_options
 from specplug.cost import CostModel, cost_model
@@ -84,7 +86,7 @@ def parse_method(text: str) -> BenchMethod:
             raise InvalidOptionError(f"method spec {text!r}: {item!r} is not key=value")
         options[key.strip()] = _value(value.strip())
     if peer:
-        _check_peer(name)
+        _check_peer(name, options)
     elif name == NEURAL:
         if options:
             raise InvalidOptionError(f"method spec {text!r}: {NEURAL} (the trace's neural drafter) takes no options")
@@ -104,11 +106,13 @@ def _spec(name: str) -> MethodSpec:
     return specs[name]
 
 
-def _check_peer(name: str) -> None:
-    from specplug.lab.bench._peers import peer_names
-
-    if name not in peer_names():
-        raise UnknownMethodError(f"{_PEER}{name}", [f"{_PEER}{peer}" for peer in peer_names()])
+def _check_peer(name: str, options: dict[str, Any] | None = None) -> None:
+    """A known peer, and its options valid, without creating it (that imports its engine)."""
+    specs = peer_specs()
+    if name not in specs:
+        raise UnknownMethodError(f"{_PEER}{name}", [f"{_PEER}{peer}" for peer in sorted(specs)])
+    if options:
+        validate_options(f"peer {name!r}", specs[name].options, options)
 
 
 def _part_names(spec: MethodSpec, option: str, given: object) -> str | list[str]:
