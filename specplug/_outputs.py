@@ -62,10 +62,13 @@ def check_output(option: str, path: str | os.PathLike[str], *, folder: bool = Fa
     existing one must be a folder in which a file can be made, which is tried for real (as root,
     permission bits say little, and ``/proc`` refuses new files whatever they say).
 
-    >>> check_output("--json", "/proc/nope/out.json")
+    >>> import tempfile, pathlib
+    >>> plain = pathlib.Path(tempfile.mkdtemp()) / "plain.txt"
+    >>> _ = plain.write_text("x")
+    >>> check_output("--json", plain / "out.json")
     Traceback (most recent call last):
     ...
-    specplug._errors.InvalidOptionError: --json /proc/nope/out.json: cannot write there (/proc: No such file or directory)
+    specplug._errors.InvalidOptionError: --json .../plain.txt/out.json: .../plain.txt is a file, not a folder
     """
     target = Path(path)
     what = "folder" if folder else "file"

@@ -19,7 +19,7 @@ import difflib
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 import pluggy
@@ -93,8 +93,6 @@ class PluginFault:
 
     source: PluginSource
     problem: str
-    #: the names it registered before it was found broken, by kind ("method" -> names)
-    names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return (
@@ -108,12 +106,22 @@ class PluginFaults:
 
     def __init__(self) -> None:
         self._faults: dict[str, PluginFault] = {}
+        #: (kind, name) -> the broken plugin that registered it ("method", "ngram-x") -> fault
+        self._owners: dict[tuple[str, str], PluginFault] = {}
 
     def add(self, source: PluginSource, problem: str, names: Mapping[str, Iterable[str]] | None = None) -> PluginFault:
-        fault = PluginFault(source, problem, {kind: tuple(found) for kind, found in (names or {}).items()})
+        """Record (and warn once about) a broken plugin; ``names``: what it registered, by kind."""
+        fault = PluginFault(source, problem)
         self._faults[source.block_token] = fault  # not the name alone: a plugin may take a working one's
+        for kind, found in (names or {}).items():
+            self.claim(source.block_token, kind, found)
         warnings.warn(str(fault), PluginWarning, stacklevel=3)
         return fault
+
+    def claim(self, plugin: str, kind: str, names: Iterable[str]) -> None:
+        """Note ``names`` (of ``kind``) as registered by broken ``plugin``: asking for one names it."""
+        for name in names:
+            self._owners[(kind, name)] = self._faults[plugin]
 
     def __contains__(self, plugin: object) -> bool:
         """Whether the plugin of this name (or ``NAME@DISTRIBUTION``) is broken."""
@@ -127,7 +135,7 @@ class PluginFaults:
 
     def owner_of(self, kind: str, name: object) -> PluginFault | None:
         """The broken plugin that registered ``name`` (a ``kind``: method, peer, ...), if one did."""
-        return next((fault for fault in self if name in fault.names.get(kind, ())), None)
+        return self._owners.get((kind, name)) if isinstance(name, str) else None
 
     def unknown(self, kind: str, name: object, error: SpecplugError) -> SpecplugError:
         """The error for ``name`` that no working plugin registered: the broken plugin's when one

@@ -16,6 +16,7 @@ import threading
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pluggy
@@ -55,6 +56,9 @@ BUILTIN_PLUGINS: dict[str, str] = {
 }
 
 
+# ----------------------------------------------------------------------- the manager
+
+
 class SpecplugPluginManager(pluggy.PluginManager):
     """A pluggy plugin manager that knows where each plugin came from and which ones are broken."""
 
@@ -81,9 +85,6 @@ class SpecplugPluginManager(pluggy.PluginManager):
             self, hook, type(registrar), keep, self.sources, self.faults, lambda staged: {staged.kind: list(staged.specs())}
         )
         return registrar
-
-
-# ----------------------------------------------------------------------- the manager
 
 
 def build_plugin_manager(
@@ -120,7 +121,7 @@ def build_plugin_manager(
     return manager
 
 
-def _register(manager: SpecplugPluginManager, source: PluginSource, load: Any) -> None:
+def _register(manager: SpecplugPluginManager, source: PluginSource, load: Callable[[], object]) -> None:
     taken = manager.sources.get(source.name)
     if taken is not None:
         # pluggy would skip it without a word; its name alone would block the other plugin too
@@ -262,9 +263,20 @@ class Catalog:
             raise PluginError(f"{what} are being registered; a {hook} hook cannot look one up by name")
         self._collecting.add(hook)
         try:
-            return self.manager.collect(hook, registrar).specs()
+            specs = self.manager.collect(hook, registrar).specs()
         finally:
             self._collecting.discard(hook)
+        self.drop_broken()
+        return {name: spec for name, spec in specs.items() if spec.plugin not in self.faults}
+
+    def drop_broken(self) -> None:
+        """Forget what plugins found broken since registered (a later hook of theirs failed), so
+        a broken plugin is left out whole; asking for one of those names then names the plugin."""
+        for kind, specs in (("method", self.specs), ("cost model", self._cost_models), ("peer", self._peers)):
+            for name, spec in list((specs or {}).items()):
+                if spec.plugin in self.faults:
+                    del specs[name]
+                    self.faults.claim(spec.plugin, kind, [name])
 
     # ---------------------------------------------------------------- peers
     def peers(self) -> dict[str, PeerSpec]:

@@ -213,3 +213,25 @@ def test_the_cli_runs_with_a_broken_plugin_and_warns_in_one_line(tmp_path, monke
     assert "adds CLI command(s) ['methods'], which are taken" in lines[0]
     assert lines[1].startswith("specplug: warning: specplug plugin 'raises'") and "blew up" in lines[1]
     assert "ngram" in result.stdout and "should not replace" not in result.stdout
+
+
+def test_a_plugin_found_broken_later_is_left_out_whole(tmp_path, monkeypatch, fresh_catalog):
+    """Methods are collected first; when the same plugin's cost-model hook fails later, its methods go too."""
+    source = HEADER + textwrap.dedent(
+        """
+        @specplug.hookimpl
+        def specplug_register_methods(registrar):
+            registrar.add("halfway", NgramProposer, options=NgramOptions, summary="fine so far")
+
+        @specplug.hookimpl
+        def specplug_register_cost_models(registrar):
+            raise OSError("cost table missing")
+        """
+    )
+    install_distribution(tmp_path, monkeypatch, "specplug-halfway", "specplug_halfway_plugin", source)
+    assert "halfway" in specplug.methods()
+    with pytest.warns(PluginWarning, match="'halfway'.*specplug_register_cost_models raised OSError: cost table missing"):
+        cost_model("llama-3.1-8b-h100")
+    assert "halfway" not in specplug.methods()
+    with pytest.raises(PluginError, match="method 'halfway' is not available: .*cost table missing"):
+        specplug.create("halfway")

@@ -10,6 +10,9 @@ import pytest
 MODULES = [
     "specplug._contract",
     "specplug._plugins",
+    "specplug._plugin_faults",
+    "specplug._inputs",
+    "specplug._outputs",
     "specplug._registry",
     "specplug._guard",
     "specplug.verify",

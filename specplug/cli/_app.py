@@ -104,7 +104,8 @@ def _command_names(app: typer.Typer) -> list[str]:
 def _add_plugin_commands(app: typer.Typer) -> None:
     """Each plugin's commands, added after the built-ins one plugin at a time: a plugin whose hook
     raises, or that takes a name already taken, is left out with a warning, never a silent override."""
-    manager = default_catalog().manager
+    catalog = default_catalog()
+    manager = catalog.manager
 
     def keep(staged: typer.Typer, source: PluginSource) -> str | None:
         names, taken = _command_names(staged), set(_command_names(app))
@@ -119,3 +120,4 @@ def _add_plugin_commands(app: typer.Typer) -> None:
         manager, "specplug_add_commands", typer.Typer, keep, manager.sources, manager.faults,
         lambda staged: {"command": _command_names(staged)},
     )  # fmt: skip
+    catalog.drop_broken()  # a plugin whose commands failed loses its methods too
