@@ -3,14 +3,20 @@
 Whatever is wrong with such a file must end as one line naming it, never as a traceback:
 not a file, unreadable, not UTF-8, JSON nested past the recursion limit, or a number longer than
 Python converts (4300 digits), which ``json`` and ``tomllib`` raise as plain ValueError or
-RecursionError rather than as their own decode errors.
+RecursionError rather than as their own decode errors. JSON nested deeper than
+:data:`MAX_JSON_DEPTH` is refused too: it would load, then fail later when written back
+(pydantic's serializer stops at a depth of its own).
 
 >>> parse_json('{"a": [1, 2]}')
 {'a': [1, 2]}
->>> parse_json("[" * 100_000)
+>>> parse_json("[" * 100_000)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
 json.decoder.JSONDecodeError: nested too deeply (more than ... levels): line 1 column 1 (char 0)
+>>> parse_json("[" * 65 + "]" * 65)
+Traceback (most recent call last):
+...
+json.decoder.JSONDecodeError: nested deeper than 64 levels: line 1 column 1 (char 0)
 >>> parse_json("9" * 5000)
 Traceback (most recent call last):
 ...
@@ -27,7 +33,10 @@ from typing import Any
 
 from specplug._errors import SpecplugError
 
-__all__ = ["InputFileError", "parse_json", "parse_problem", "read_text"]
+__all__ = ["MAX_JSON_DEPTH", "InputFileError", "parse_json", "parse_problem", "read_text"]
+
+#: the deepest nesting of lists and objects accepted in a user's JSON (traces, prompts, options)
+MAX_JSON_DEPTH = 64
 
 
 class InputFileError(SpecplugError, ValueError):
@@ -66,7 +75,7 @@ def parse_problem(error: Exception) -> str | None:
 def parse_json(text: str) -> Any:
     """``json.loads(text)``; every failure is a ``json.JSONDecodeError``, so callers catch one thing."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError:
         raise
     except (RecursionError, ValueError) as error:
@@ -74,3 +83,18 @@ def parse_json(text: str) -> Any:
         if problem is None:
             raise
         raise json.JSONDecodeError(problem, text, 0) from None
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        raise json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels", text, 0)
+    return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    # iterative, so the check itself never meets the recursion limit
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            if depth >= limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False

@@ -100,6 +100,10 @@ CASES = {
     "bench trace deeply nested JSON": (
         lambda f: [*BENCH, f.text("t.jsonl", "[" * 100_000 + "]" * 100_000 + "\n")], "nested too deeply", [],
     ),
+    "bench trace meta nested 500 deep": (
+        lambda f: [*BENCH, f.text("t.jsonl", json.dumps(_record(meta={"x": 1})).replace('{"x": 1}', '{"x": ' + "[" * 500 + "]" * 500 + "}") + "\n"), "--json", f.good_output("r.json")],
+        "nested deeper than 64 levels", ["r.json"],
+    ),
     "bench trace 5000-digit int": (
         lambda f: [*BENCH, f.text("t.jsonl", json.dumps(_record(prompt_ids=[1])).replace("[1]", f"[{NINES}]") + "\n")],
         "a number with more than 4300 digits", [],
