@@ -255,11 +255,16 @@ class CostModelRegistrar(Registrar[CostModelSpec]):
 
     kind = "cost model"
 
-    def add(self, name: str, model: CostModel | str | Path, *, summary: str, origin: str = "?") -> None:
-        """Register ``model`` (a :class:`CostModel`, or the path of a TOML file, read at once) under ``name``."""
+    def add(self, name: str, model: CostModel | str | Path, *, summary: str, origin: str | None = None) -> None:
+        """Register ``model`` (a :class:`CostModel`, or the path of a TOML file, read at once) under ``name``.
+
+        ``origin`` says where it came from in messages (default: the file, or the model's own name).
+        """
         name, summary = self._checked(name, summary)
         if isinstance(model, (str, Path)):
+            origin = origin or f"file {model}"
             model = load_cost_model(model)
+        origin = origin or f"cost model {getattr(model, 'name', None) or type(model).__name__}"
         if not isinstance(model, CostModel):
             raise CostModelError(
                 f"cost model {name!r}: {model!r:.60} has no verify_time/draft_time/step_overhead; "
