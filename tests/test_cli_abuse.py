@@ -38,13 +38,15 @@ class Files:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        #: every file made here, so a test can tell that the CLI made none
+        self.made: set[Path] = set()
 
     def text(self, name: str, text: str) -> str:
-        (self.folder / name).write_text(text, encoding="utf-8")
-        return str(self.folder / name)
+        return self.raw(name, text.encode("utf-8"))
 
     def raw(self, name: str, data: bytes) -> str:
         (self.folder / name).write_bytes(data)
+        self.made.add(self.folder / name)
         return str(self.folder / name)
 
     def trace(self, name: str = "t.jsonl", **changes) -> str:
@@ -182,7 +184,8 @@ def _leftovers(folder: Path) -> list[str]:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_input_is_one_line_exit_2_and_outputs_stay_intact(case, tmp_path, capsys):
     argv, fragment, kept = CASES[case]
-    args = argv(Files(tmp_path))
+    files = Files(tmp_path)
+    args = argv(files)
     with pytest.raises(SystemExit) as info:
         main(args)
     err = capsys.readouterr().err
@@ -193,7 +196,7 @@ def test_bad_input_is_one_line_exit_2_and_outputs_stay_intact(case, tmp_path, ca
     assert len(lines[0]) < 1200  # a pasted 5000-digit number is not echoed whole
     for name in kept:
         assert (tmp_path / name).read_text() == GOOD, name
-    assert _leftovers(tmp_path) == []
+    assert {path for path in tmp_path.rglob("*") if path.is_file()} == files.made  # no output, whole or partial
 
 
 def test_plots_without_matplotlib_fail_before_anything_is_written(tmp_path, capsys, monkeypatch):
