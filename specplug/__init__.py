@@ -24,6 +24,7 @@ from specplug._errors import (
 )
 from specplug._guard import GuardedProposer
 from specplug._hookimpl import hookimpl
+from specplug._plugin_faults import PluginError, PluginWarning
 from specplug._plugins import create, create_peer, method_specs, methods, peer_specs
 from specplug._registry import MethodCapabilities, MethodRegistrar, MethodSpec, PeerRegistrar, PeerSpec
 from specplug._version import __version__
@@ -44,6 +45,8 @@ __all__ = [
     "MethodSpec",
     "PeerRegistrar",
     "PeerSpec",
+    "PluginError",
+    "PluginWarning",
     "Proposer",
     "RequestId",
     "RequestStateError",
