@@ -66,10 +66,17 @@ class PositionStats:
     def empty(cls, positions: int) -> PositionStats:
         return cls(np.zeros((BANDS, positions)), np.zeros((BANDS, positions)))
 
-    def observe(self, band: int, draft: tuple[int, ...], truth: np.ndarray | list[int], start: int = 0) -> None:
+    def observe(
+        self, band: int, draft: tuple[int, ...], truth: np.ndarray | list[int], start: int = 0, decay: float = 1.0
+    ) -> None:
         """Score ``draft`` against the verified tokens ``truth`` as far as they reach, from position
-        ``start`` on (the positions before it matched and were scored before)."""
+        ``start`` on (the positions before it matched and were scored before). ``decay`` < 1: the
+        band's earlier counts are first worth that much less (once per draft), so the counts
+        follow acceptance that drifts."""
         drafted, accepted = self.drafted[band], self.accepted[band]
+        if decay < 1.0 and start == 0:
+            drafted *= decay
+            accepted *= decay
         for j in range(start, min(len(draft), len(truth), len(drafted))):
             drafted[j] += 1
             if draft[j] != truth[j]:
@@ -78,10 +85,27 @@ class PositionStats:
 
 
 def estimate(own: PositionStats, pooled: PositionStats, band: int, prior: float | np.ndarray, weight: float) -> np.ndarray:
-    """Acceptance per draft position: a request's counts shrunk towards the pooled ones,
-    which are in turn shrunk towards ``prior`` (each worth ``weight`` observations; one
-    value for every position, or one per position)."""
-    pooled_p = (pooled.accepted[band] + weight * prior) / (pooled.drafted[band] + weight)
+    """Acceptance per draft position: a request's counts shrunk towards the pooled ones.
+
+    Pooled, each position is shrunk towards the estimate of the position before it, the first
+    towards ``prior`` (each worth ``weight`` observations): a position a drafter is seldom or never
+    asked for (a neural head asked for fewer tokens shows no more) takes the acceptance its drafts
+    showed up to there, not a fixed prior that would keep it from ever being drafted. Given
+    ``prior`` per position (an array), each position is shrunk towards its own.
+
+    >>> seen = PositionStats.empty(4)
+    >>> for _ in range(50):
+    ...     seen.observe(0, (1, 2), [1, 2])          # two positions shown, both always right
+    >>> [round(float(p), 2) for p in estimate(PositionStats.empty(4), seen, 0, 0.5, 4.0)]
+    [0.96, 1.0, 1.0, 1.0]
+    """
+    if np.ndim(prior):
+        pooled_p = (pooled.accepted[band] + weight * prior) / (pooled.drafted[band] + weight)
+    else:
+        # p[j] = c[j] + b[j] * p[j-1], p[-1] = prior, as one vectorised scan: p[j] = B[j] (prior + sum c/B)
+        total = pooled.drafted[band] + weight
+        shrink = np.maximum(np.cumprod(weight / total), 1e-300)
+        pooled_p = shrink * (prior + np.cumsum(pooled.accepted[band] / total / shrink))
     return (own.accepted[band] + weight * pooled_p) / (own.drafted[band] + weight)
 
 

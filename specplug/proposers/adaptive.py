@@ -27,10 +27,9 @@ from specplug._contract import Draft, Proposer, RequestId
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
-from specplug._cost._steps import plain_step_time, spec_step_times
 from specplug.proposers._composite import CompositeProposer, CompositeRequest
 from specplug.proposers._options import MethodOptions
-from specplug.proposers._parts import best_cut, resolved
+from specplug.proposers._parts import resolved
 
 __all__ = ["AdaptiveOptions", "AdaptiveProposer"]
 
@@ -47,6 +46,9 @@ class AdaptiveOptions(MethodOptions):
     min_gain: float = Field(0.0, ge=0, description="speculate only when goodput beats plain decoding by this share")
     explore: float = Field(
         0.3, ge=0, description="optimism for rarely observed positions (UCB bonus scale), so a candidate judged early is retried"
+    )
+    half_life: float = Field(
+        0.0, ge=0, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
 
     @field_validator("candidates", mode="before")
@@ -80,15 +82,18 @@ class AdaptiveProposer(CompositeProposer):
     def __init__(self, options: AdaptiveOptions) -> None:
         self.options = options
         self.candidates: list[Proposer] = [resolved(item, "candidates") for item in options.candidates]
-        # one statistics track per candidate, in the order given
+        # one statistics track per candidate, in the order given, and one for neural drafts that a
+        # lookup's longer draft continues (as the hybrid's)
+        self._confirmed = len(self.candidates)
         super().__init__(
             self.candidates,
-            tracks=len(self.candidates),
+            tracks=len(self.candidates) + 1,
             positions=options.max_positions,
             prior=options.prior,
             prior_weight=options.prior_weight,
             explore=options.explore,
             batch_size=options.batch_size,
+            half_life=options.half_life,
         )
         self.kinds = [candidate.draft_kind for candidate in self.candidates]
         if "neural" in self.kinds:
@@ -102,49 +107,22 @@ class AdaptiveProposer(CompositeProposer):
         (for drafts in score ``band``): the request's counts shrunk towards the pooled ones."""
         return self.estimate(request_id, index, band)
 
-    def _optimistic(self, request_id: RequestId, index: int, band: int) -> np.ndarray:
-        # A neural candidate is only observed when chosen, so it gets the exploration bonus.
-        # Lookups draft at every step and are scored whether chosen or not: no bonus.
-        accepted = self.acceptance(request_id, index, band)
-        if self.kinds[index] == "lookup":
-            return accepted
-        return np.minimum(accepted + self.optimism(index, band), 1.0)
-
     def _choose(self, request_id: RequestId, request: CompositeRequest, limit: int) -> Draft:
-        batch, context = self.batch_size, request.length
-        plain = plain_step_time(self.cost, batch, context)
-        best_rate, best_index, best_k, best_expected = (1.0 + self.options.min_gain) / plain, -1, 0, 0.0
-        lookup_drafts: dict[int, Draft] = {}
+        lookups: list[tuple[int, Draft, int]] = []
+        neurals: list[tuple[int, Proposer, int]] = []
         for index, candidate in enumerate(self.candidates):
-            band = 0
             if self.kinds[index] == "lookup":
+                # lookups are cheap: each drafts, and is scored whether chosen or not
                 draft = candidate.propose(request_id, limit)
-                lookup_drafts[index] = draft
                 band = self.band(draft, limit)
                 self.score_later(request, index, band, draft.tokens)
-                longest = len(draft.tokens)
+                lookups.append((index, draft, band))
             else:
-                longest = min(limit, self._longest[index] or limit)
-            if not longest:
-                continue
-            # E(k) for k = 1..longest, as running products of per-position acceptance
-            # whether to take a candidate is judged with its exploration bonus (a neural one judged
-            # on a few unlucky steps is retried); how long it drafts, on what it has shown
-            times = spec_step_times(self.cost, batch, context, longest, self.kinds[index])[1:]
-            hopeful_rate = best_cut(self._optimistic(request_id, index, band)[:longest], times)[0]
-            _, k, expected = best_cut(self.acceptance(request_id, index, band)[:longest], times)
-            if hopeful_rate > best_rate:
-                best_rate, best_index, best_k, best_expected = hopeful_rate, index, k, expected
-        if best_index < 0:
-            return Draft((), self.name, 0.0, needs_neural=False)
-        if best_index in lookup_drafts:
-            chosen = lookup_drafts[best_index]
-            needs_neural = False
-        else:
-            chosen = self.candidates[best_index].propose(request_id, best_k)
-            self.score_later(request, best_index, 0, chosen.tokens[:best_k])
-            needs_neural = True
-        return Draft(chosen.tokens[:best_k], chosen.source, best_expected, needs_neural=needs_neural)
+                neurals.append((index, candidate, min(limit, self._longest[index] or limit)))
+        return self.choose_by_cost(
+            request_id, request, self.cost, lookups=lookups, neurals=neurals, confirmed=self._confirmed,
+            min_gain=self.options.min_gain,
+        )
 
 
 @hookimpl
