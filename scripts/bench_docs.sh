@@ -13,6 +13,15 @@ mkdir -p "$OUT"
     -m ngram -m suffix -m neural -m hybrid -m adaptive:candidates=suffix+neural \
     -m peer:vllm-ngram:num_speculative_tokens=8 -m peer:arctic-suffix -m peer:sglang-ngram \
     --json "$OUT/results.json" --plots "$OUT" --markdown "$OUT/results.md" | tee "$OUT/table.txt"
+# issue 16's targets: every single drafter, the plain and cost-aware hybrid, adaptive, the best fixed
+# (drafter, length) with hindsight and the oracle, on the tune and the validation half of the traces
+# (split by conversation, fixed before any tuning) and on the synthetic stress workloads
+for SPLIT in tune validation; do
+    .venv/bin/specplug bench --k 8 --split "$SPLIT" --synthetic --no-peers --no-engine-runs \
+        -m ngram -m suffix -m neural -m hybrid:cost=null -m hybrid -m adaptive:candidates=suffix+neural \
+        --json "$OUT/targets-$SPLIT.json" > "$OUT/targets-$SPLIT.txt"
+done
+.venv/bin/python scripts/bench_targets.py "$OUT/targets-tune.json" "$OUT/targets-validation.json" | tee "$OUT/targets.md"
 # vLLM's n-gram at every n window and k = 5, 8, 16, beside suffix at the same k (the same draft budget)
 for k in 5 8 16; do
     VLLM=()

@@ -56,7 +56,10 @@ def table(data: dict) -> str:
 
 
 if __name__ == "__main__":
-    for path in sys.argv[1:]:
+    paths = sys.argv[1:]
+    if paths and paths[0].startswith("--adaptive="):  # another adaptive row of the results, by its label
+        ADAPTIVE = paths.pop(0).split("=", 1)[1]
+    for path in paths:
         with open(path, encoding="utf-8") as stream:
             print(f"**{path}** (cost model `{(data := json.load(stream))['cost_model']}`, k = {data['k']})\n")
         print(table(data))

@@ -57,6 +57,7 @@ class CompositeProposer(Proposer):
         explore: float,
         batch_size: int,
         half_life: float = 0.0,
+        probe: bool = False,
     ) -> None:
         super().__init__()
         self.parts = list(parts)
@@ -65,6 +66,7 @@ class CompositeProposer(Proposer):
         # a request's own counts halve in weight every ``half_life`` drafts of a track and band
         # (0: never), so its estimates follow acceptance that drifts within the request
         self._decay = 0.5 ** (1.0 / half_life) if half_life > 0 else 1.0
+        self.probe = probe
         self.batch_size = batch_size
         self._tracks = tracks
         self._pooled = [PositionStats.empty(positions) for _ in range(tracks)]
@@ -204,7 +206,9 @@ class CompositeProposer(Proposer):
         with_neural = ("lookup", "neural") if any(draft.tokens for _, draft, _ in lookups) else ("neural",)
         neural_p = self.estimate(request_id, track)
         _, k, expected = best_cut(neural_p[:longest], times(longest, with_neural))  # type: ignore[operator]
-        neural = part.propose(request_id, k)
+        # probing, the part drafts all it can and the tokens past the cut are scored too (they
+        # cost nothing more where a head drafts its full length every step anyway)
+        neural = part.propose(request_id, longest if self.probe else k)
         self.score_later(request, track, 0, neural.tokens)
         tokens, source = neural.tokens[:k], neural.source
         if confirmed is None or not tokens:

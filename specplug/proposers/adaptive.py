@@ -16,6 +16,13 @@ done); a neural candidate is only called when it is chosen, and learns from the 
 drafted. A lookup that scores its drafts (``Draft.score``, e.g. suffix decoding's expected
 accepted tokens) has its statistics kept per score band, so a long, often-seen match is
 trusted more than a two-token guess, and apart for drafts it ended sooner than asked.
+
+The choice itself is the composite base's ``choose_by_cost``, the one the cost-aware hybrid
+makes (given the hybrid's two parts and options, adaptive drafts what it drafts): a neural
+draft that a lookup's longer draft continues is extended ("confirmed" drafts, with statistics
+of their own), a position a drafter is seldom asked for leans on the positions before it, and
+a request's own counts fade (``half_life``) so that its estimates follow acceptance that
+drifts within it.
 """
 
 from __future__ import annotations
@@ -41,14 +48,17 @@ class AdaptiveOptions(MethodOptions):
     cost: CostModel | str = Field("llama-3.1-8b-h100", description="cost model, preset name or .toml path")
     batch_size: int = Field(1, ge=1, le=65536, description="requests the engine batches per step (set_batch_size() updates it)")
     max_positions: int = Field(16, ge=1, le=256, description="draft positions tracked (longest draft considered)")
-    prior: float = Field(0.5, gt=0, lt=1, description="acceptance per position before any is observed")
-    prior_weight: float = Field(8.0, gt=0, description="observations the pooled estimate is worth for a new request")
+    prior: float = Field(0.6, gt=0, lt=1, description="acceptance per position before any is observed")
+    prior_weight: float = Field(4.0, gt=0, description="observations the pooled estimate is worth for a new request")
     min_gain: float = Field(0.0, ge=0, description="speculate only when goodput beats plain decoding by this share")
     explore: float = Field(
         0.3, ge=0, description="optimism for rarely observed positions (UCB bonus scale), so a candidate judged early is retried"
     )
+    neural_probe: bool = Field(
+        False, description="ask a neural drafter for its whole draft and score the tokens past the verified cut too"
+    )
     half_life: float = Field(
-        0.0, ge=0, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
+        16.0, ge=0, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
 
     @field_validator("candidates", mode="before")
@@ -94,6 +104,7 @@ class AdaptiveProposer(CompositeProposer):
             explore=options.explore,
             batch_size=options.batch_size,
             half_life=options.half_life,
+            probe=options.neural_probe,
         )
         self.kinds = [candidate.draft_kind for candidate in self.candidates]
         if "neural" in self.kinds:

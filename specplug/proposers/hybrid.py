@@ -25,6 +25,8 @@ empty one are both goodput decisions: the hybrid never drops a draft that its es
 would pay. Without a cost model it compares expected accepted tokens, as above, and always
 drafts when a part has a draft.
 
+The cost-aware choice is the composite base's ``choose_by_cost``, shared with ``adaptive``.
+
 Both parts see every request's tokens (``start``/``extend``/``stop`` go to both), so each
 learns as if it drafted alone. Every draft a part makes is scored against the tokens
 verified after it, over as many later steps as they take to reach its end: a lookup draft
@@ -57,8 +59,11 @@ class HybridOptions(MethodOptions):
     prior: float = Field(0.6, gt=0, lt=1, description="acceptance per draft position before any is observed")
     prior_weight: float = Field(4.0, gt=0, description="observations the pooled estimate is worth for a new request")
     explore: float = Field(0.3, ge=0, description="optimism for the neural drafter's rarely observed positions (UCB scale)")
+    neural_probe: bool = Field(
+        False, description="ask a neural drafter for its whole draft and score the tokens past the verified cut too"
+    )
     half_life: float = Field(
-        0.0, ge=0, description="a request's own counts halve in weight every this many drafts of a part (0: never)"
+        16.0, ge=0, description="a request's own counts halve in weight every this many drafts of a part (0: never)"
     )
     margin: float = Field(0.0, description="without a cost model: the lookup wins when its expectation >= the neural one - margin")
     max_positions: int = Field(32, ge=1, le=1024, description="draft positions tracked")
@@ -126,6 +131,7 @@ class HybridProposer(CompositeProposer):
             explore=options.explore,
             batch_size=options.batch_size,
             half_life=options.half_life,
+            probe=options.neural_probe,
         )
         self.cost: CostModel | None = resolved(options.cost, "cost")
 
