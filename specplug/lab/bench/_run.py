@@ -187,6 +187,7 @@ def _run_best_fixed(
     row = Row(workload, BEST_FIXED, source="hindsight")
     try:
         best: dict[int, tuple[float, str]] = {batch: (1.0, "none") for batch in batch_sizes}
+        first_logs: list[StepLog] = []  # the figures of the row: the best choice at the first batch size
         for name, fresh in _leaf_builders(group, methods, cost, batch_sizes[0], neural_alpha).items():
             probe = fresh()
             longest = min(k, probe.max_draft_tokens or k)
@@ -197,9 +198,14 @@ def _run_best_fixed(
                     speedup = _speedup(logs, cost, batch)
                     if speedup > best[batch][0]:
                         best[batch] = (speedup, f"{name}@{length}")
+                        if batch == batch_sizes[0]:
+                            first_logs = logs
+        if not first_logs:  # no draft pays at all: plain decoding, one token a step
+            plain = oracle_replay([[] for _ in group], group, cost, batch_sizes[0])
+            first_logs = plain
+        _figures(row, first_logs, with_micros=False)
         row.speedup = {batch: value for batch, (value, _) in best.items()}
         row.notes = "; ".join(f"{batch}: {choice}" for batch, (_, choice) in best.items())
-        row.steps = 0
         tick(f"{workload}: {BEST_FIXED}")
         return row
     except Exception as error:  # noqa: BLE001
