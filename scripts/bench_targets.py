@@ -1,17 +1,18 @@
 """Issue 16's targets, read from `specplug bench --json` results: one Markdown table per file.
 
-    python scripts/bench_targets.py docs/bench/targets-tune.json [more.json ...]
+    python scripts/bench_targets.py [--batches 1,32,128] [--before OLD.json] RESULTS.json [more.json ...]
 
 Per workload and batch size: each single drafter, the plain and the cost-aware hybrid, adaptive,
 the best fixed (drafter, length) chosen with hindsight and the oracle, then whether adaptive >=
-hybrid >= the best single drafter, adaptive within 0.02x of the best fixed choice, adaptive >= 1.0x,
-and adaptive's share of the oracle.
+hybrid >= the best single drafter, the cost-aware hybrid >= the plain one, adaptive within 0.02x of
+the best fixed choice, adaptive >= 1.0x, and adaptive's share of the oracle. ``--before``: the
+hybrids' and adaptive's figures of an earlier run of the same command, shown as ``before → now``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 
 SINGLES = ("ngram", "suffix", "neural")
 HYBRID, PLAIN_HYBRID = "hybrid", "hybrid:cost=null"
@@ -19,48 +20,72 @@ ADAPTIVE = "adaptive:candidates=suffix+neural"
 TOLERANCE = 0.02
 
 
-def table(data: dict) -> str:
-    rows = {(row["workload"], row["method"]): row for row in data["rows"] if row["status"] == "ok"}
+def _speedups(data: dict) -> dict[tuple[str, str], dict[str, float]]:
+    return {(row["workload"], row["method"]): row["speedup"] for row in data["rows"] if row["status"] == "ok"}
+
+
+def table(data: dict, batches: list[int] | None = None, before: dict | None = None) -> str:
+    now, old = _speedups(data), _speedups(before) if before else {}
     lines = [
         "| workload | batch | ngram | suffix | neural | hybrid (plain) | hybrid (cost) | adaptive | best fixed (hindsight) | oracle | adaptive/oracle | targets |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    misses = 0
+    misses = cells = 0
     for workload in data["workloads"]:
-        for batch in data["batch_sizes"]:
+        for batch in batches or data["batch_sizes"]:
             def x(method: str) -> float | None:
-                row = rows.get((workload, method))
-                return None if row is None else row["speedup"].get(str(batch))
+                return now.get((workload, method), {}).get(str(batch))
+
+            def shown(method: str) -> str:
+                value, earlier = x(method), old.get((workload, method), {}).get(str(batch))
+                if value is None:
+                    return "-"
+                return f"{earlier:.2f} → {value:.2f}" if earlier is not None else f"{value:.2f}"
 
             singles = [x(name) for name in SINGLES]
             best_single = max(value for value in singles if value is not None)
             hybrid, plain, adaptive, fixed, oracle = x(HYBRID), x(PLAIN_HYBRID), x(ADAPTIVE), x("best fixed"), x("oracle")
             failed = []
             if adaptive < hybrid:
-                failed.append("adaptive<hybrid")
+                failed.append("adaptive < hybrid")
             if hybrid < best_single:
-                failed.append("hybrid<single")
+                failed.append(f"hybrid < single by {best_single - hybrid:.3f}")
             if plain is not None and hybrid < plain:
-                failed.append("cost<plain hybrid")
+                failed.append(f"cost < plain hybrid by {plain - hybrid:.3f}")
             if fixed is not None and adaptive < fixed - TOLERANCE:
-                failed.append(f"fixed-{fixed - adaptive:.2f}")
+                failed.append(f"best fixed - {fixed - adaptive:.3f}")
             if adaptive < 1.0:
-                failed.append("<1.0x")
+                failed.append("< 1.0x")
             misses += bool(failed)
-            cells = [f"{value:.2f}" if value is not None else "-" for value in (*singles, plain, hybrid, adaptive, fixed, oracle)]
+            cells += 1
+            numbers = [f"{value:.2f}" if value is not None else "-" for value in singles]
+            numbers += [shown(PLAIN_HYBRID), shown(HYBRID), shown(ADAPTIVE)]
+            numbers += [f"{value:.2f}" if value is not None else "-" for value in (fixed, oracle)]
             share = f"{100 * adaptive / oracle:.0f}%" if oracle else "-"
-            lines.append(f"| {workload} | {batch} | " + " | ".join(cells) + f" | {share} | {', '.join(failed) or 'met'} |")
+            lines.append(f"| {workload} | {batch} | " + " | ".join(numbers) + f" | {share} | {', '.join(failed) or 'met'} |")
     lines.append("")
-    lines.append(f"{misses} of {len(data['workloads']) * len(data['batch_sizes'])} cells miss a target.")
+    lines.append(f"{misses} of {cells} cells miss a target.")
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
-    paths = sys.argv[1:]
-    if paths and paths[0].startswith("--adaptive="):  # another adaptive row of the results, by its label
-        ADAPTIVE = paths.pop(0).split("=", 1)[1]
-    for path in paths:
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", nargs="+")
+    parser.add_argument("--batches", help="only these batch sizes, comma-separated")
+    parser.add_argument("--before", help="an earlier run of the same command (before → now)")
+    parser.add_argument("--adaptive", help="the label of the adaptive row (default: the bench's adaptive over suffix and neural)")
+    args = parser.parse_args()
+    if args.adaptive:
+        globals()["ADAPTIVE"] = args.adaptive
+    batches = [int(b) for b in args.batches.split(",")] if args.batches else None
+    before = json.load(open(args.before, encoding="utf-8")) if args.before else None
+    for path in args.results:
         with open(path, encoding="utf-8") as stream:
-            print(f"**{path}** (cost model `{(data := json.load(stream))['cost_model']}`, k = {data['k']})\n")
-        print(table(data))
+            data = json.load(stream)
+        print(f"**{path}** (cost model `{data['cost_model']}`, k = {data['k']})\n")
+        print(table(data, batches, before))
         print()
+
+
+if __name__ == "__main__":
+    main()
