@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from specplug._errors import InvalidOptionError
 
@@ -101,12 +102,22 @@ def estimate(own: PositionStats, pooled: PositionStats, band: int, prior: float 
     """
     if np.ndim(prior):
         pooled_p = (pooled.accepted[band] + weight * prior) / (pooled.drafted[band] + weight)
-    else:
-        # p[j] = c[j] + b[j] * p[j-1], p[-1] = prior, as one vectorised scan: p[j] = B[j] (prior + sum c/B)
-        total = pooled.drafted[band] + weight
-        shrink = np.maximum(np.cumprod(weight / total), 1e-300)
-        pooled_p = shrink * (prior + np.cumsum(pooled.accepted[band] / total / shrink))
-    return (own.accepted[band] + weight * pooled_p) / (own.drafted[band] + weight)
+        return (own.accepted[band] + weight * pooled_p) / (own.drafted[band] + weight)
+    return _chained(own.accepted[band], own.drafted[band], pooled.accepted[band], pooled.drafted[band], float(prior), float(weight))
+
+
+@njit(cache=True)
+def _chained(
+    own_accepted: np.ndarray, own_drafted: np.ndarray, accepted: np.ndarray, drafted: np.ndarray, prior: float, weight: float
+) -> np.ndarray:  # pragma: no cover - compiled
+    # one pass over the positions (this runs for every candidate at every step; a numpy
+    # expression of the same scan takes several temporaries and about 3x the time)
+    out = np.empty(len(drafted))
+    previous = prior
+    for j in range(len(drafted)):
+        previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
+        out[j] = (own_accepted[j] + weight * previous) / (own_drafted[j] + weight)
+    return out
 
 
 def optimism(pooled: PositionStats, band: int, steps: int, scale: float, weight: float) -> np.ndarray:
