@@ -91,6 +91,17 @@ def drive(proposer, rid, prompt, output, k, start_at=0):
     return drafts
 
 
+def with_room(drafts, output, k):
+    """The steps of a :func:`drive` run that had more than ``k`` output tokens left (a drafter asked
+    for ``k`` tokens could draft them all; the last steps have only short drafts left)."""
+    left, kept = len(output), []
+    for draft, accepted in drafts:
+        if left > k:
+            kept.append((draft, accepted))
+        left -= accepted + 1
+    return kept
+
+
 def geometric(alpha: float, seed: int = 0):
     """Accepted length at each position drawn with acceptance ``alpha`` per token (fixed by the seed):
     the ``correct`` argument of :class:`Oracle` for a drafter of that quality."""

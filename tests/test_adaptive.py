@@ -8,7 +8,7 @@ import pytest
 import specplug
 from specplug.cost import CostModelError, OnlineCostModel, cost_model
 from specplug.proposers._parts import score_band
-from tests._scripted import Oracle, drive, geometric, late_lengths_by_batch
+from tests._scripted import Oracle, drive, geometric, late_lengths_by_batch, with_room
 
 PROMPT = [7] * 50
 
@@ -120,7 +120,8 @@ def test_a_lookup_is_scored_on_what_follows_even_where_it_was_not_drafted():
     adaptive, _, _ = _make({"a": output}, lambda pos: 0, lambda pos: 8, prior=0.3)
     adaptive = specplug.create("adaptive", candidates=[adaptive.candidates[0]], cost=model, prior=0.3)
     drafts = drive(adaptive, "a", PROMPT, output, 8)
-    late = drafts[len(drafts) // 2 :]
     assert drafts[0][0].tokens == ()  # at the prior, plain decoding wins
-    # (the last steps have only short drafts left, in bands of their own)
-    assert all(len(draft.tokens) == 8 and accepted == 8 for draft, accepted in late[:-3])
+    # the steps of the second half with a full draft's worth of output left (the last steps
+    # have only short drafts left, in bands of their own, not observed yet)
+    late = with_room(drafts, output, 8)[len(drafts) // 2 :]
+    assert late and all(len(draft.tokens) == 8 and accepted == 8 for draft, accepted in late)

@@ -9,6 +9,7 @@ import pytest
 
 import specplug
 from specplug import _plugins
+from specplug import InvalidOptionError
 from specplug._plugins import build_plugin_manager
 from specplug.cli import main
 from specplug.cost import cost_model
@@ -223,7 +224,7 @@ def test_cli_writes_table_json_and_plots(tmp_path, capsys):
     assert "edit" in text and "oracle" in text and "x@128" in text
     data = json.loads(out.read_text())
     assert data["batch_sizes"] == [1, 8, 128] and data["cost_model"] == "llama-3.1-8b-h100"
-    assert {row["method"] for row in data["rows"]} == {"suffix", "neural", "hybrid", "oracle"}
+    assert {row["method"] for row in data["rows"]} == {"suffix", "neural", "hybrid", "best fixed", "oracle"}
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
         "speedup-edit.png", "speedup-mixed.png", "speedup-novel.png", "tokens-per-step.png"
     ]
@@ -317,3 +318,33 @@ def test_result_json_round_trip():
     result = run_benchmark(_records()[:2], [parse_method("suffix")], H100, batch_sizes=[1, 4])
     again = BenchResult.from_json(json.loads(json.dumps(result.to_json())))
     assert again == result and markdown_tables(again) == markdown_tables(result)
+
+
+def test_the_best_fixed_choice_is_at_least_every_single_drafter_and_at_most_the_oracle():
+    records = _records()
+    result = run_benchmark(records, [parse_method("ngram"), parse_method("suffix"), parse_method("neural")], H100, batch_sizes=[1, 128])
+    for workload in result.workloads:
+        fixed, oracle = result.row(workload, "best fixed"), result.row(workload, "oracle")
+        assert fixed.status == "ok" and fixed.tokens_per_step >= 1.0
+        for batch in (1, 128):
+            singles = [result.row(workload, name).speedup[batch] for name in ("ngram", "suffix", "neural")]
+            # a single drafter at k = 8 is one of the fixed choices; no draft (1.0x) is another
+            assert max(*singles, 1.0) <= fixed.speedup[batch] + 1e-12 <= oracle.speedup[batch] + 1e-9
+            assert f"{batch}: " in fixed.notes
+
+
+def test_the_tune_and_validation_splits_are_disjoint_halves_that_keep_conversations_whole():
+    from specplug.lab.bench import default_traces
+    from specplug.lab.bench._split import conversation_of, split_records
+    from specplug.lab.trace import read_traces
+
+    records = [record for path in default_traces() for record in read_traces(path)]
+    tune, validation = split_records(records, "tune"), split_records(records, "validation")
+    assert {r.id for r in tune}.isdisjoint(r.id for r in validation)
+    assert len(tune) + len(validation) == len(records)
+    assert {conversation_of(r) for r in tune}.isdisjoint(conversation_of(r) for r in validation)
+    for workload in {record.workload for record in records}:
+        halves = [sum(r.workload == workload for r in part) for part in (tune, validation)]
+        assert min(halves) >= 1 and abs(halves[0] - halves[1]) <= 1
+    with pytest.raises(InvalidOptionError, match="split = 'test' is not valid"):
+        split_records(records, "test")

@@ -75,3 +75,26 @@ def test_a_draft_not_followed_is_scored_on_the_next_tokens_only():
     pending.add("followed", (1, 2, 3), at=0)
     assert [key for key, *_ in pending.extend(np.array([1]), at=0)] == ["once", "followed"]
     assert [key for key, *_ in pending.extend(np.array([2, 3]), at=1)] == ["followed"]
+
+
+@pytest.mark.parametrize("batch", [1, 32, 128])
+def test_adaptive_given_the_hybrids_parts_and_options_drafts_what_the_cost_aware_hybrid_drafts(batch):
+    """One cost-aware choice in the composite base: adaptive over (lookup, neural) is the hybrid's."""
+    from tests._scripted import drive, geometric
+
+    output = list(range(100, 700))
+
+    def parts():
+        neural = Oracle({"r": output}, geometric(0.6, seed=1), pad=True)
+        lookup = Oracle({"r": output}, geometric(0.7, seed=2), name="look", kind="lookup", score=lambda pos: float(pos % 7))
+        return lookup, neural
+
+    options = dict(cost="llama-3.1-8b-h100", batch_size=batch, prior=0.6, prior_weight=4.0, explore=0.3, half_life=16.0)
+    lookup, neural = parts()
+    hybrid = specplug.create("hybrid", neural=neural, lookup=lookup, max_positions=16, **options)
+    lookup, neural = parts()
+    adaptive = specplug.create("adaptive", candidates=[lookup, neural], max_positions=16, **options)
+    by_hybrid = drive(hybrid, "r", [1, 2, 3], output, 8)
+    by_adaptive = drive(adaptive, "r", [1, 2, 3], output, 8)
+    assert [(d.tokens, d.needs_neural) for d, _ in by_hybrid] == [(d.tokens, d.needs_neural) for d, _ in by_adaptive]
+    assert len({len(d.tokens) for d, _ in by_hybrid}) > 2  # several cuts were chosen: the comparison has teeth

@@ -7,7 +7,7 @@ import pytest
 
 import specplug
 from specplug.cost import CostModelError, OnlineCostModel
-from tests._scripted import Oracle, drive, geometric, late_lengths_by_batch
+from tests._scripted import Oracle, drive, geometric, late_lengths_by_batch, with_room
 
 PROMPT = [1, 2, 3]
 
@@ -19,7 +19,7 @@ def test_lookup_wins_when_it_expects_more_and_neural_is_skipped():
     lookup = Oracle(outputs, lambda pos: 8, name="look", kind="lookup", score=lambda pos: 6.0)
     hybrid = specplug.create("hybrid", neural=neural, lookup=lookup)
     drafts = drive(hybrid, "r", PROMPT, output, 8)
-    late = drafts[3:-1]  # the last step has only a short lookup draft left
+    late = with_room(drafts, output, 8)[3:]  # the last steps have only short lookup drafts left
     assert all(d.source == "look" and not d.needs_neural for d, _ in late)
     assert neural.calls <= 3
     assert all(accepted > 0 for _, accepted in late)
@@ -38,7 +38,9 @@ def test_neural_wins_when_the_lookup_has_no_draft():
     # the running estimate learns the neural drafter's 2 accepted tokens a step
     hybrid.start("x", PROMPT)
     _, neural_expected = hybrid.expected("x", lookup_tokens=0, lookup_band=0, neural_tokens=4)
-    assert 1.8 < neural_expected < 2.5
+    # (with its exploration bonus; the third position leans on the second until it has been seen
+    # often: after 14 rejections it still holds about 0.2)
+    assert 1.8 < neural_expected < 2.6
 
 
 def test_lookup_calibration_learns_an_overconfident_score():

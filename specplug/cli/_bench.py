@@ -27,6 +27,15 @@ def bench_command(
     batch_sizes: str = typer.Option("1,2,4,8,16,32,64,128", "--batch-sizes", help="batch sizes for the modeled speedup"),
     workload: list[str] = typer.Option(None, "--workload", "-w", help="only these workloads (repeatable)"),
     oracle: bool = typer.Option(True, "--oracle/--no-oracle", help="add the per-position oracle"),
+    best_fixed: bool = typer.Option(
+        True, "--best-fixed/--no-best-fixed", help="add the best fixed (drafter, draft length) per batch size, chosen with hindsight"
+    ),
+    split: str = typer.Option(
+        "all", "--split", help="all, or half of each workload's conversations: tune (even ones) or validation (odd ones)"
+    ),
+    synthetic: bool = typer.Option(
+        False, "--synthetic", help="also replay the synthetic stress workloads (stress-selective, stress-drift, stress-long-neural)"
+    ),
     llamacpp_model: str = typer.Option(
         None, "--llamacpp-model", help="measure llama.cpp's n-gram types live with this GGUF (else use those recorded in the traces)"
     ),
@@ -62,7 +71,13 @@ def bench_command(
     files = list(traces or default_traces())
     if not files:
         raise InvalidOptionError("no trace files given and none shipped; make some with `specplug trace`")
+    from specplug.lab.bench._split import split_records
+    from specplug.lab.bench._synthetic import synthetic_traces
+
     records = [record for path in files for record in read_traces(path)]
+    if synthetic:
+        records += synthetic_traces()
+    records = split_records(records, split)
     if workload:
         known = sorted({record.workload for record in records})
         missing = [name for name in workload if name not in known]
@@ -85,7 +100,7 @@ def bench_command(
             runs = measure_llamacpp(str(find_model(llamacpp_model)), records, types, draft_max=k, progress=status.update)
         records = [record.model_copy(update={"engine_runs": runs[record.id]}) for record in records]
     groups = len({record.workload for record in records})
-    total = (groups + (groups > 1)) * (len(methods) + int(oracle))
+    total = (groups + (groups > 1)) * (len(methods) + int(oracle) + int(best_fixed))
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True
     ) as progress:
@@ -95,7 +110,7 @@ def bench_command(
             progress.update(task, advance=1, description=label)
 
         result = run_benchmark(
-            records, methods, model, k=k, batch_sizes=sizes, oracle=oracle, engine_runs=engine_runs, neural_alpha=neural_alpha, progress=tick
+            records, methods, model, k=k, batch_sizes=sizes, oracle=oracle, best_fixed=best_fixed, engine_runs=engine_runs, neural_alpha=neural_alpha, progress=tick
         )
     print_table(result, console)
     failed = [row for row in result.rows if row.status != "ok"]

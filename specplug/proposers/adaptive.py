@@ -16,6 +16,13 @@ done); a neural candidate is only called when it is chosen, and learns from the 
 drafted. A lookup that scores its drafts (``Draft.score``, e.g. suffix decoding's expected
 accepted tokens) has its statistics kept per score band, so a long, often-seen match is
 trusted more than a two-token guess, and apart for drafts it ended sooner than asked.
+
+The choice itself is the composite base's ``choose_by_cost``, the one the cost-aware hybrid
+makes (given the hybrid's two parts and options, adaptive drafts what it drafts): a neural
+draft that a lookup's longer draft continues is extended ("confirmed" drafts, with statistics
+of their own), a position a drafter is seldom asked for leans on the positions before it, and
+a request's own counts fade (``half_life``) so that its estimates follow acceptance that
+drifts within it.
 """
 
 from __future__ import annotations
@@ -27,10 +34,9 @@ from specplug._contract import Draft, Proposer, RequestId
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
-from specplug._cost._steps import plain_step_time, spec_step_times
 from specplug.proposers._composite import CompositeProposer, CompositeRequest
 from specplug.proposers._options import MethodOptions
-from specplug.proposers._parts import best_cut, resolved
+from specplug.proposers._parts import resolved
 
 __all__ = ["AdaptiveOptions", "AdaptiveProposer"]
 
@@ -42,11 +48,17 @@ class AdaptiveOptions(MethodOptions):
     cost: CostModel | str = Field("llama-3.1-8b-h100", description="cost model, preset name or .toml path")
     batch_size: int = Field(1, ge=1, le=65536, description="requests the engine batches per step (set_batch_size() updates it)")
     max_positions: int = Field(16, ge=1, le=256, description="draft positions tracked (longest draft considered)")
-    prior: float = Field(0.5, gt=0, lt=1, description="acceptance per position before any is observed")
-    prior_weight: float = Field(8.0, gt=0, description="observations the pooled estimate is worth for a new request")
+    prior: float = Field(0.6, gt=0, lt=1, description="acceptance per position before any is observed")
+    prior_weight: float = Field(4.0, gt=0, description="observations the pooled estimate is worth for a new request")
     min_gain: float = Field(0.0, ge=0, description="speculate only when goodput beats plain decoding by this share")
     explore: float = Field(
         0.3, ge=0, description="optimism for rarely observed positions (UCB bonus scale), so a candidate judged early is retried"
+    )
+    neural_probe: bool = Field(
+        False, description="ask a neural drafter for its whole draft and score the tokens past the verified cut too"
+    )
+    half_life: float = Field(
+        16.0, ge=0, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
 
     @field_validator("candidates", mode="before")
@@ -80,15 +92,19 @@ class AdaptiveProposer(CompositeProposer):
     def __init__(self, options: AdaptiveOptions) -> None:
         self.options = options
         self.candidates: list[Proposer] = [resolved(item, "candidates") for item in options.candidates]
-        # one statistics track per candidate, in the order given
+        # one statistics track per candidate, in the order given, and one for neural drafts that a
+        # lookup's longer draft continues (as the hybrid's)
+        self._confirmed = len(self.candidates)
         super().__init__(
             self.candidates,
-            tracks=len(self.candidates),
+            tracks=len(self.candidates) + 1,
             positions=options.max_positions,
             prior=options.prior,
             prior_weight=options.prior_weight,
             explore=options.explore,
             batch_size=options.batch_size,
+            half_life=options.half_life,
+            probe=options.neural_probe,
         )
         self.kinds = [candidate.draft_kind for candidate in self.candidates]
         if "neural" in self.kinds:
@@ -102,49 +118,22 @@ class AdaptiveProposer(CompositeProposer):
         (for drafts in score ``band``): the request's counts shrunk towards the pooled ones."""
         return self.estimate(request_id, index, band)
 
-    def _optimistic(self, request_id: RequestId, index: int, band: int) -> np.ndarray:
-        # A neural candidate is only observed when chosen, so it gets the exploration bonus.
-        # Lookups draft at every step and are scored whether chosen or not: no bonus.
-        accepted = self.acceptance(request_id, index, band)
-        if self.kinds[index] == "lookup":
-            return accepted
-        return np.minimum(accepted + self.optimism(index, band), 1.0)
-
     def _choose(self, request_id: RequestId, request: CompositeRequest, limit: int) -> Draft:
-        batch, context = self.batch_size, request.length
-        plain = plain_step_time(self.cost, batch, context)
-        best_rate, best_index, best_k, best_expected = (1.0 + self.options.min_gain) / plain, -1, 0, 0.0
-        lookup_drafts: dict[int, Draft] = {}
+        lookups: list[tuple[int, Draft, int]] = []
+        neurals: list[tuple[int, Proposer, int]] = []
         for index, candidate in enumerate(self.candidates):
-            band = 0
             if self.kinds[index] == "lookup":
+                # lookups are cheap: each drafts, and is scored whether chosen or not
                 draft = candidate.propose(request_id, limit)
-                lookup_drafts[index] = draft
                 band = self.band(draft, limit)
                 self.score_later(request, index, band, draft.tokens)
-                longest = len(draft.tokens)
+                lookups.append((index, draft, band))
             else:
-                longest = min(limit, self._longest[index] or limit)
-            if not longest:
-                continue
-            # E(k) for k = 1..longest, as running products of per-position acceptance
-            # whether to take a candidate is judged with its exploration bonus (a neural one judged
-            # on a few unlucky steps is retried); how long it drafts, on what it has shown
-            times = spec_step_times(self.cost, batch, context, longest, self.kinds[index])[1:]
-            hopeful_rate = best_cut(self._optimistic(request_id, index, band)[:longest], times)[0]
-            _, k, expected = best_cut(self.acceptance(request_id, index, band)[:longest], times)
-            if hopeful_rate > best_rate:
-                best_rate, best_index, best_k, best_expected = hopeful_rate, index, k, expected
-        if best_index < 0:
-            return Draft((), self.name, 0.0, needs_neural=False)
-        if best_index in lookup_drafts:
-            chosen = lookup_drafts[best_index]
-            needs_neural = False
-        else:
-            chosen = self.candidates[best_index].propose(request_id, best_k)
-            self.score_later(request, best_index, 0, chosen.tokens[:best_k])
-            needs_neural = True
-        return Draft(chosen.tokens[:best_k], chosen.source, best_expected, needs_neural=needs_neural)
+                neurals.append((index, candidate, min(limit, self._longest[index] or limit)))
+        return self.choose_by_cost(
+            request_id, request, self.cost, lookups=lookups, neurals=neurals, confirmed=self._confirmed,
+            min_gain=self.options.min_gain,
+        )
 
 
 @hookimpl

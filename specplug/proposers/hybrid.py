@@ -25,6 +25,8 @@ empty one are both goodput decisions: the hybrid never drops a draft that its es
 would pay. Without a cost model it compares expected accepted tokens, as above, and always
 drafts when a part has a draft.
 
+The cost-aware choice is the composite base's ``choose_by_cost``, shared with ``adaptive``.
+
 Both parts see every request's tokens (``start``/``extend``/``stop`` go to both), so each
 learns as if it drafted alone. Every draft a part makes is scored against the tokens
 verified after it, over as many later steps as they take to reach its end: a lookup draft
@@ -41,10 +43,9 @@ from specplug._contract import Draft, Proposer, RequestId
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
-from specplug._cost._steps import spec_step_times
 from specplug.proposers._composite import CompositeProposer, CompositeRequest
 from specplug.proposers._options import MethodOptions
-from specplug.proposers._parts import best_cut, resolved
+from specplug.proposers._parts import resolved
 
 __all__ = ["HybridOptions", "HybridProposer"]
 
@@ -58,6 +59,12 @@ class HybridOptions(MethodOptions):
     prior: float = Field(0.6, gt=0, lt=1, description="acceptance per draft position before any is observed")
     prior_weight: float = Field(4.0, gt=0, description="observations the pooled estimate is worth for a new request")
     explore: float = Field(0.3, ge=0, description="optimism for the neural drafter's rarely observed positions (UCB scale)")
+    neural_probe: bool = Field(
+        False, description="ask a neural drafter for its whole draft and score the tokens past the verified cut too"
+    )
+    half_life: float = Field(
+        16.0, ge=0, description="a request's own counts halve in weight every this many drafts of a part (0: never)"
+    )
     margin: float = Field(0.0, description="without a cost model: the lookup wins when its expectation >= the neural one - margin")
     max_positions: int = Field(32, ge=1, le=1024, description="draft positions tracked")
     continue_with_lookup: bool = Field(True, description="extend a neural draft with the lookup's continuation where they agree")
@@ -123,6 +130,8 @@ class HybridProposer(CompositeProposer):
             prior_weight=options.prior_weight,
             explore=options.explore,
             batch_size=options.batch_size,
+            half_life=options.half_life,
+            probe=options.neural_probe,
         )
         self.cost: CostModel | None = resolved(options.cost, "cost")
 
@@ -168,49 +177,13 @@ class HybridProposer(CompositeProposer):
     def _choose_by_cost(
         self, request_id: RequestId, request: CompositeRequest, lookup: Draft, band: int, neural_tokens: int
     ) -> Draft:
-        # Sunk costs count: a lookup that found a draft has been charged for this step
-        # whatever is chosen, and after the neural pass both drafters have.
-        cost, batch, context = self.cost, self.batch_size, request.length
-        assert cost is not None
-        lookup_p, neural_p = self.acceptance(request_id, band, optimistic=False)
-        _, hopeful = self.acceptance(request_id, band)
-        ran = ("lookup",) if lookup.tokens else ()
-        with_neural = (*ran, "neural")
-
-        def times(longest: int, kinds: tuple[str, ...]) -> np.ndarray:  # of a step drafting 1..longest tokens
-            return spec_step_times(cost, batch, context, longest, kinds)[1:]
-
-        plain_rate = 1.0 / float(spec_step_times(cost, batch, context, 0, ran)[0])
-        lookup_rate, lookup_k, lookup_expected = best_cut(lookup_p[: len(lookup.tokens)], times(len(lookup.tokens), ran))
-        # whether to call the neural drafter is judged optimistically (else one judged on a few
-        # unlucky steps is never tried again); how long its draft is, on what it has shown
-        neural_times = times(neural_tokens, with_neural)
-        neural_rate = best_cut(hopeful[:neural_tokens], neural_times)[0]
-        if lookup_rate >= neural_rate and lookup_rate > plain_rate:
-            return Draft(lookup.tokens[:lookup_k], lookup.source, lookup_expected, needs_neural=False)
-        if neural_rate <= plain_rate:
-            return Draft((), self.name, 0.0, needs_neural=False)
-        _, neural_k, neural_expected = best_cut(neural_p[:neural_tokens], neural_times)
-        neural = self.neural.propose(request_id, neural_k)
-        self.score_later(request, NEURAL, 0, neural.tokens)
-        tokens, source, expected = neural.tokens[:neural_k], neural.source, neural_expected
-        if (
-            self.options.continue_with_lookup
-            and len(lookup.tokens) > len(tokens) > 0
-            and lookup.tokens[: len(tokens)] == tokens
-        ):
-            # the lookup agrees with all the neural drafter drafted: price the longer draft by
-            # what confirmed drafts have shown (before any: the better part per position)
-            # a part's drafts are followed over later steps (each part learns as if it drafted
-            # alone); this is the hybrid's own combination, whose statistics describe the steps
-            # that drafted it: it is scored on what such a step verifies
-            self.score_later(request, CONFIRMED, 0, lookup.tokens, follow=False)
-            confirmed = self.estimate(request_id, CONFIRMED, prior=np.maximum(lookup_p, neural_p))
-            longest = len(lookup.tokens)
-            _, k, confirmed_expected = best_cut(confirmed[:longest], times(longest, ("lookup", "neural")))
-            if k > len(tokens):
-                tokens, source, expected = lookup.tokens[:k], f"{neural.source}+{lookup.source}", confirmed_expected
-        return Draft(tokens, source, expected, needs_neural=True)
+        assert self.cost is not None
+        return self.choose_by_cost(
+            request_id, request, self.cost,
+            lookups=[(LOOKUP, lookup, band)],
+            neurals=[(NEURAL, self.neural, neural_tokens)],
+            confirmed=CONFIRMED if self.options.continue_with_lookup else None,
+        )  # fmt: skip
 
 
 @hookimpl

@@ -9,26 +9,31 @@ import numpy as np
 
 from specplug.cost import CostModel
 from specplug.lab.bench._llamacpp import engine_rows
+from specplug.lab.bench._metered import Metered
 from specplug.lab.bench._methods import BenchMethod, build
 from specplug.lab.bench._replay import StepLog, acceptance_table, modeled_times, oracle_replay, replay
 from specplug.lab.bench._result import BenchResult, Row
 from specplug.lab.trace import TraceRecord
 
-__all__ = ["BATCH_SIZES", "run_benchmark", "workloads_of"]
+__all__ = ["BATCH_SIZES", "BEST_FIXED", "run_benchmark", "workloads_of"]
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
+#: the row of the best fixed (drafter, draft length), chosen per batch size with hindsight
+BEST_FIXED = "best fixed"
 MIXED = "mixed"
 
 Progress = Callable[[str], None]
 
 
 def workloads_of(records: Sequence[TraceRecord], mixed: bool = True) -> dict[str, list[TraceRecord]]:
-    """Records grouped by workload, in order, plus ``mixed`` (all of them) when there are several."""
+    """Records grouped by workload, in order, plus ``mixed`` (all recorded ones, the synthetic
+    stress workloads left out) when there are several."""
     groups: dict[str, list[TraceRecord]] = {}
     for record in records:
         groups.setdefault(record.workload, []).append(record)
-    if mixed and len(groups) > 1:
-        groups[MIXED] = list(records)
+    recorded = [record for record in records if not record.meta.get("synthetic")]
+    if mixed and len({record.workload for record in recorded}) > 1:
+        groups[MIXED] = recorded
     return groups
 
 
@@ -61,6 +66,7 @@ def run_benchmark(
     k: int = 8,
     batch_sizes: Sequence[int] = BATCH_SIZES,
     oracle: bool = True,
+    best_fixed: bool = True,
     engine_runs: bool = True,
     neural_alpha: float = 0.6,
     progress: Progress | None = None,
@@ -68,7 +74,8 @@ def run_benchmark(
     """Replay every method over every workload; a method that raises fails only its row.
 
     ``engine_runs``: also report the engine methods recorded in the traces (llama.cpp's
-    n-gram drafters measured through llama-server on the same prompts).
+    n-gram drafters measured through llama-server on the same prompts). ``best_fixed``: add
+    the best fixed (drafter, draft length) per batch size, chosen afterwards with hindsight.
     """
     groups = workloads_of(records)
     rows: list[Row] = []
@@ -78,9 +85,11 @@ def run_benchmark(
         rows += done
         if engine_runs:
             rows += engine_rows(workload, group, cost, batch_sizes)
+        # the oracle and the best fixed choice take the drafters that ran cleanly on this workload
+        clean = [method for method, row in zip(methods, done) if row.status == "ok"]
+        if best_fixed:
+            rows.append(_run_best_fixed(workload, group, clean, cost, k, batch_sizes, neural_alpha, tick))
         if oracle:
-            # the oracle chooses among the drafters that ran cleanly on this workload
-            clean = [method for method, row in zip(methods, done) if row.status == "ok"]
             rows.append(_run_oracle(workload, group, clean, cost, k, batch_sizes, neural_alpha, tick))
             best = rows[-1]
             if best.status == "ok":
@@ -96,7 +105,7 @@ def run_benchmark(
         k=k,
         batch_sizes=list(batch_sizes),
         workloads=list(groups),
-        methods=names + (["oracle"] if oracle else []),
+        methods=names + ([BEST_FIXED] if best_fixed else []) + (["oracle"] if oracle else []),
         rows=rows,
     )
 
@@ -145,6 +154,64 @@ def _run_one(
         return _failed(row, error)
 
 
+def _leaf_builders(
+    group: list[TraceRecord], methods: Sequence[BenchMethod], cost: CostModel, batch: int, neural_alpha: float
+) -> dict[str, Callable[[], Metered]]:
+    """Every drafter that any method uses (the parts of composites included), once, by name:
+    a function that builds a fresh one (a lookup's cache must not carry over between replays)."""
+    builders: dict[str, Callable[[], Metered]] = {}
+    for method in methods:
+        for index, leaf in enumerate(build(method, group, cost, batch, neural_alpha).leaves):
+            name = leaf.name if not method.peer else method.label
+
+            def fresh(method: BenchMethod = method, index: int = index) -> Metered:
+                return build(method, group, cost, batch, neural_alpha).leaves[index]
+
+            builders.setdefault(name, fresh)
+    return builders
+
+
+def _run_best_fixed(
+    workload: str,
+    group: list[TraceRecord],
+    methods: Sequence[BenchMethod],
+    cost: CostModel,
+    k: int,
+    batch_sizes: Sequence[int],
+    neural_alpha: float,
+    tick: Progress,
+) -> Row:
+    """The best fixed choice of drafter and draft length at each batch size, chosen with
+    hindsight: every drafter replayed alone at every length 1..k (and no draft, 1.0x); the
+    bar a per-step choice has to clear, since it may take any of these at every step."""
+    row = Row(workload, BEST_FIXED, source="hindsight")
+    try:
+        best: dict[int, tuple[float, str]] = {batch: (1.0, "none") for batch in batch_sizes}
+        first_logs: list[StepLog] = []  # the figures of the row: the best choice at the first batch size
+        for name, fresh in _leaf_builders(group, methods, cost, batch_sizes[0], neural_alpha).items():
+            probe = fresh()
+            longest = min(k, probe.max_draft_tokens or k)
+            for length in range(1, longest + 1):
+                leaf = fresh()
+                logs = replay(leaf, [leaf], group, length)
+                for batch in batch_sizes:
+                    speedup = _speedup(logs, cost, batch)
+                    if speedup > best[batch][0]:
+                        best[batch] = (speedup, f"{name}@{length}")
+                        if batch == batch_sizes[0]:
+                            first_logs = logs
+        if not first_logs:  # no draft pays at all: plain decoding, one token a step
+            plain = oracle_replay([[] for _ in group], group, cost, batch_sizes[0])
+            first_logs = plain
+        _figures(row, first_logs, with_micros=False)
+        row.speedup = {batch: value for batch, (value, _) in best.items()}
+        row.notes = "; ".join(f"{batch}: {choice}" for batch, (_, choice) in best.items())
+        tick(f"{workload}: {BEST_FIXED}")
+        return row
+    except Exception as error:  # noqa: BLE001
+        return _failed(row, error)
+
+
 def _run_oracle(
     workload: str,
     group: list[TraceRecord],
@@ -158,11 +225,7 @@ def _run_oracle(
     row = Row(workload, "oracle", source="oracle", notes="best drafter per position")
     try:
         # every drafter that any method uses (the parts of hybrid and adaptive included), once
-        leaves = {}
-        for method in methods:
-            for leaf in build(method, group, cost, batch_sizes[0], neural_alpha).leaves:
-                leaves.setdefault(leaf.name if not method.peer else method.label, leaf)
-        leaves = list(leaves.values())
+        leaves = [fresh() for fresh in _leaf_builders(group, methods, cost, batch_sizes[0], neural_alpha).values()]
         tables = [acceptance_table(leaves, record, k) for record in group]
         for batch in batch_sizes:
             logs = oracle_replay(tables, group, cost, batch)
