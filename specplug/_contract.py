@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import operator
+import threading
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal
@@ -311,26 +312,34 @@ class Proposer(abc.ABC):
     def __init__(self) -> None:
         # request id -> the last draft proposed and not yet resolved by extend()
         self._pending: dict[RequestId, Draft | None] = {}
+        # One public call at a time per proposer: the state shared by its requests (numba tables
+        # by slot, output scratch, a global cache whose arrays a resize replaces, pooled
+        # statistics) stays consistent when an engine calls from several threads. Reentrant, as
+        # a batch step may call the public methods of the same proposer. Uncontended it costs
+        # about a tenth of a microsecond per call (docs/performance.md).
+        self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ public API
     def start(self, request_id: RequestId, prompt_ids: Sequence[int] | np.ndarray) -> None:
         """Begin a request with its prompt token ids."""
-        self._check_id(request_id)
-        if request_id in self._pending:
-            raise RequestStateError(
-                f"request {request_id!r} is already started; stop() it before starting it again"
-            )
-        prompt = as_token_array(prompt_ids, "prompt_ids")
-        self._start(request_id, prompt)
-        self._pending[request_id] = None
+        with self._lock:
+            self._check_id(request_id)
+            if request_id in self._pending:
+                raise RequestStateError(
+                    f"request {request_id!r} is already started; stop() it before starting it again"
+                )
+            prompt = as_token_array(prompt_ids, "prompt_ids")
+            self._start(request_id, prompt)
+            self._pending[request_id] = None
 
     def propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         """Draft at most ``max_tokens`` tokens to follow the request's tokens so far."""
-        self._check_live(request_id, "propose")
-        limit = _check_max_tokens(max_tokens)
-        draft = self._propose(request_id, limit)
-        self._pending[request_id] = draft
-        return draft
+        with self._lock:
+            self._check_live(request_id, "propose")
+            limit = _check_max_tokens(max_tokens)
+            draft = self._propose(request_id, limit)
+            self._pending[request_id] = draft
+            return draft
 
     def extend(self, request_id: RequestId, token_ids: Sequence[int] | np.ndarray) -> int:
         """Append verified tokens; return how many of the last draft they accepted.
@@ -338,40 +347,44 @@ class Proposer(abc.ABC):
         ``token_ids`` is the accepted draft prefix followed by the target's own next
         token, so acceptance is the length of the common prefix with the last draft.
         """
-        self._check_live(request_id, "extend")
-        tokens = as_token_array(token_ids)
-        draft = self._pending[request_id]
-        accepted = accepted_prefix(draft.tokens, tokens) if draft is not None else 0
-        self._pending[request_id] = None
-        self._extend(request_id, tokens)
-        if draft is not None:
-            self._observe(request_id, draft, accepted)
-        return accepted
+        with self._lock:
+            self._check_live(request_id, "extend")
+            tokens = as_token_array(token_ids)
+            draft = self._pending[request_id]
+            accepted = accepted_prefix(draft.tokens, tokens) if draft is not None else 0
+            self._pending[request_id] = None
+            self._extend(request_id, tokens)
+            if draft is not None:
+                self._observe(request_id, draft, accepted)
+            return accepted
 
     def stop(self, request_id: RequestId) -> None:
         """End a request and free all of its state."""
-        self._check_live(request_id, "stop")
-        del self._pending[request_id]
-        self._stop(request_id)
+        with self._lock:
+            self._check_live(request_id, "stop")
+            del self._pending[request_id]
+            self._stop(request_id)
 
     def propose_batch(self, requests: Iterable[tuple[RequestId, int]]) -> list[Draft]:
         """Draft for several requests at once: ``[(request_id, max_tokens), ...]``.
 
         All requests are checked before any is drafted, so a bad entry changes nothing.
         """
-        items = list(requests)
-        for request_id, max_tokens in items:
-            self._check_live(request_id, "propose")
-            _check_max_tokens(max_tokens)
-        return [self.propose(request_id, max_tokens) for request_id, max_tokens in items]
+        with self._lock:
+            items = list(requests)
+            for request_id, max_tokens in items:
+                self._check_live(request_id, "propose")
+                _check_max_tokens(max_tokens)
+            return [self.propose(request_id, max_tokens) for request_id, max_tokens in items]
 
     def extend_batch(self, updates: Iterable[tuple[RequestId, Sequence[int]]]) -> list[int]:
         """Append verified tokens to several requests: ``[(request_id, token_ids), ...]``."""
-        items = [(request_id, tokens) for request_id, tokens in updates]
-        for request_id, tokens in items:
-            self._check_live(request_id, "extend")
-            as_token_array(tokens)
-        return [self.extend(request_id, tokens) for request_id, tokens in items]
+        with self._lock:
+            items = [(request_id, tokens) for request_id, tokens in updates]
+            for request_id, tokens in items:
+                self._check_live(request_id, "extend")
+                as_token_array(tokens)
+            return [self.extend(request_id, tokens) for request_id, tokens in items]
 
     def step_batch(self, step: BatchStep) -> BatchDrafts:
         """One engine step for the whole batch: stops, starts, every row's new tokens, every row's draft.
@@ -387,8 +400,9 @@ class Proposer(abc.ABC):
         >>> out.draft(0).tokens, out.accepted.tolist()
         ((3, 1), [0])
         """
-        step = self._check_step(step)
-        return self._step_batch(step)
+        with self._lock:
+            step = self._check_step(step)
+            return self._step_batch(step)
 
     def _check_step(self, step: BatchStep) -> BatchStep:
         """Check a step before anything changes; return it with int64 arrays."""
@@ -507,10 +521,12 @@ class Proposer(abc.ABC):
 
     def active_requests(self) -> list[RequestId]:
         """Ids of the requests started and not yet stopped."""
-        return list(self._pending)
+        with self._lock:
+            return list(self._pending)
 
     def __contains__(self, request_id: object) -> bool:
-        return request_id in self._pending
+        with self._lock:
+            return request_id in self._pending
 
     def set_batch_size(self, batch_size: int) -> None:
         """The engine's current batch size, before a step's drafts are asked for.
@@ -520,8 +536,9 @@ class Proposer(abc.ABC):
 
     def state_nbytes(self, request_id: RequestId) -> int | None:
         """Bytes of drafting state held for one live request, or None where not measured."""
-        self._check_live(request_id, "state_nbytes")
-        return None
+        with self._lock:
+            self._check_live(request_id, "state_nbytes")
+            return None
 
     # ------------------------------------------------------------- subclass hooks
     @abc.abstractmethod
