@@ -17,7 +17,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from specplug._errors import InvalidOptionError, InvalidTokensError, RequestStateError
+from specplug._errors import InvalidDraftError, InvalidOptionError, InvalidTokensError, RequestStateError
 
 __all__ = [
     "DRAFT_KINDS",
@@ -30,6 +30,8 @@ __all__ = [
     "RequestId",
     "accepted_prefix",
     "as_token_array",
+    "check_batch_drafts",
+    "check_draft",
 ]
 
 RequestId = Hashable
@@ -113,6 +115,89 @@ def as_token_array(tokens: object, what: str = "token_ids") -> np.ndarray:
     return np.array(items, dtype=np.int64)
 
 
+
+def check_draft(draft: object, max_tokens: int, who: str = "proposer") -> Draft:
+    """``draft`` if it is a valid draft of at most ``max_tokens`` tokens, else :class:`InvalidDraftError`.
+
+    Valid: a :class:`Draft` whose ``tokens`` is a tuple of at most ``max_tokens`` Python ints in
+    ``[0, MAX_TOKEN_ID]``. Engines write drafts into int32 buffers (or C arrays): anything else
+    would reach them as a wrong token, an overflow or an out-of-bounds write.
+
+    >>> check_draft(Draft((5, 6), "x"), 4).tokens
+    (5, 6)
+    >>> check_draft(Draft((5, -1), "x"), 4)
+    Traceback (most recent call last):
+    ...
+    specplug._errors.InvalidDraftError: proposer drafted token -1 at position 1; token ids are ints in [0, 2147483647]
+    """
+    if draft.__class__ is not Draft and not isinstance(draft, Draft):
+        raise InvalidDraftError(
+            "not a Draft", f"{who} returned {type(draft).__name__} {draft!r:.60}, not a Draft"
+        )
+    tokens = draft.tokens
+    if tokens.__class__ is not tuple:
+        raise InvalidDraftError(
+            "tokens not a tuple", f"{who} drafted tokens of type {type(tokens).__name__}; Draft.tokens is a tuple of ints"
+        )
+    if len(tokens) > max_tokens:
+        raise InvalidDraftError("too long", f"{who} drafted {len(tokens)} tokens where {max_tokens} were asked for")
+    # a plain loop: a draft is a few tokens, and this is faster than any numpy call
+    for position, token in enumerate(tokens):
+        if token.__class__ is not int:
+            raise InvalidDraftError(
+                "token not an int",
+                f"{who} drafted {token!r:.40} ({type(token).__name__}) at position {position}; token ids are Python ints",
+            )
+        if not 0 <= token <= MAX_TOKEN_ID:
+            raise InvalidDraftError(
+                "token out of range",
+                f"{who} drafted token {token} at position {position}; token ids are ints in [0, {MAX_TOKEN_ID}]",
+            )
+    return draft
+
+
+def check_batch_drafts(drafts: object, limits: np.ndarray, who: str = "proposer") -> BatchDrafts:
+    """``drafts`` if it holds one valid draft per row within its row's limit, else :class:`InvalidDraftError`.
+
+    Read through the arrays (a batch path writes them; per-row drafts were checked as made).
+    """
+    if not isinstance(drafts, BatchDrafts):
+        raise InvalidDraftError(
+            "not a Draft", f"{who} returned {type(drafts).__name__} {drafts!r:.60} from a batch step, not BatchDrafts"
+        )
+    rows = len(limits)
+    if drafts._drafts is not None:  # per-row drafts: each checked where it was made, if not here
+        if len(drafts._drafts) != rows:
+            raise InvalidDraftError("not a Draft", f"{who} returned {len(drafts._drafts)} drafts for {rows} rows")
+        for row, draft in enumerate(drafts._drafts):
+            check_draft(draft, int(limits[row]), who)
+        return drafts
+    tokens, lengths = drafts.tokens, drafts.lengths
+    if (
+        not isinstance(tokens, np.ndarray) or not isinstance(lengths, np.ndarray) or tokens.ndim != 2
+        or len(tokens) != rows or lengths.shape != (rows,) or not np.issubdtype(tokens.dtype, np.integer)
+        or not np.issubdtype(lengths.dtype, np.integer)
+    ):
+        raise InvalidDraftError(
+            "not a Draft", f"{who} returned batch drafts that are not int arrays of {rows} rows"
+        )
+    if rows:
+        if (lengths > limits).any() or (lengths < 0).any() or int(lengths.max()) > tokens.shape[1]:
+            row = int(np.argmax((lengths > limits) | (lengths < 0) | (lengths > tokens.shape[1])))
+            raise InvalidDraftError(
+                "too long", f"{who} drafted {int(lengths[row])} tokens in row {row} where {int(limits[row])} were asked for"
+            )
+        if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) > MAX_TOKEN_ID):
+            used = np.arange(tokens.shape[1]) < lengths[:, None]
+            bad = used & ((tokens < 0) | (tokens > MAX_TOKEN_ID))
+            if bad.any():
+                row, position = (int(i) for i in np.argwhere(bad)[0])
+                raise InvalidDraftError(
+                    "token out of range",
+                    f"{who} drafted token {int(tokens[row, position])} in row {row} at position {position}; "
+                    f"token ids are ints in [0, {MAX_TOKEN_ID}]",
+                )
+    return drafts
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,7 +422,7 @@ class Proposer(abc.ABC):
         with self._lock:
             self._check_live(request_id, "propose")
             limit = _check_max_tokens(max_tokens)
-            draft = self._propose(request_id, limit)
+            draft = check_draft(self._propose(request_id, limit), limit, self.name)
             self._pending[request_id] = draft
             return draft
 
@@ -494,8 +579,7 @@ class Proposer(abc.ABC):
                 if bounds[row + 1] > bounds[row]:
                     accepted[row] = self.extend(request_id, new_tokens[bounds[row] : bounds[row + 1]])
                 limit = limits[row]
-                draft = self.propose(request_id, limit) if limit > 0 else empty
-                drafts.append(draft if len(draft.tokens) <= limit else replace(draft, tokens=draft.tokens[:limit]))
+                drafts.append(check_draft(self.propose(request_id, limit), limit, self.name) if limit > 0 else empty)
             return BatchDrafts.from_drafts(drafts, accepted, max(limits, default=0))
         pending = self._pending
         flat = new_tokens.tolist()
@@ -511,9 +595,7 @@ class Proposer(abc.ABC):
                     self._observe(request_id, last, count)
             limit = limits[row]
             if limit > 0:
-                draft = pending[request_id] = self._propose(request_id, limit)
-                if len(draft.tokens) > limit:
-                    draft = replace(draft, tokens=draft.tokens[:limit])
+                draft = pending[request_id] = check_draft(self._propose(request_id, limit), limit, self.name)
             else:
                 draft = empty
             drafts.append(draft)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, field_validator
 
-from specplug._contract import Draft, Proposer, RequestId
+from specplug._contract import Draft, Proposer, RequestId, check_draft
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
@@ -118,7 +118,7 @@ class AdaptiveProposer(CompositeProposer):
         for index, candidate in enumerate(self.candidates):
             band = 0
             if self.kinds[index] == "lookup":
-                draft = candidate.propose(request_id, limit)
+                draft = check_draft(candidate.propose(request_id, limit), limit, candidate.name)
                 lookup_drafts[index] = draft
                 band = self.band(draft, limit)
                 self.score_later(request, index, band, draft.tokens)
@@ -141,7 +141,8 @@ class AdaptiveProposer(CompositeProposer):
             chosen = lookup_drafts[best_index]
             needs_neural = False
         else:
-            chosen = self.candidates[best_index].propose(request_id, best_k)
+            candidate = self.candidates[best_index]
+            chosen = check_draft(candidate.propose(request_id, best_k), best_k, candidate.name)
             self.score_later(request, best_index, 0, chosen.tokens[:best_k])
             needs_neural = True
         return Draft(chosen.tokens[:best_k], chosen.source, best_expected, needs_neural=needs_neural)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from specplug._contract import Draft, Proposer, RequestId
+from specplug._contract import Draft, Proposer, RequestId, check_draft
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
@@ -143,7 +143,8 @@ class HybridProposer(CompositeProposer):
         return lookup_expected, neural_expected
 
     def _choose(self, request_id: RequestId, request: CompositeRequest, limit: int) -> Draft:
-        lookup = self.lookup.propose(request_id, limit)
+        # parts' drafts are checked here too: a part that overrides propose() skips its own check
+        lookup = check_draft(self.lookup.propose(request_id, limit), limit, self.lookup.name)
         band = self.band(lookup, limit)
         self.score_later(request, LOOKUP, band, lookup.tokens)
         neural_tokens = min(limit, self.options.neural_max_tokens or self.neural.max_draft_tokens or limit)
@@ -154,7 +155,7 @@ class HybridProposer(CompositeProposer):
         )
         if lookup.tokens and lookup_expected >= neural_expected - self.options.margin:
             return Draft(lookup.tokens, lookup.source, lookup_expected, needs_neural=False)
-        neural = self.neural.propose(request_id, neural_tokens)
+        neural = check_draft(self.neural.propose(request_id, neural_tokens), neural_tokens, self.neural.name)
         self.score_later(request, NEURAL, 0, neural.tokens)
         tokens, source = neural.tokens, neural.source
         if (
@@ -191,7 +192,7 @@ class HybridProposer(CompositeProposer):
         if neural_rate <= plain_rate:
             return Draft((), self.name, 0.0, needs_neural=False)
         _, neural_k, neural_expected = best_cut(neural_p[:neural_tokens], neural_times)
-        neural = self.neural.propose(request_id, neural_k)
+        neural = check_draft(self.neural.propose(request_id, neural_k), neural_k, self.neural.name)
         self.score_later(request, NEURAL, 0, neural.tokens)
         tokens, source, expected = neural.tokens[:neural_k], neural.source, neural_expected
         if (
