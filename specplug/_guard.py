@@ -273,6 +273,10 @@ class GuardedProposer:
         drafts = []
         for row, request_id in enumerate(step.request_ids):
             try:
+                if got._drafts is None and not 0 <= int(got.lengths[row]) <= min(int(step.limits[row]), got.tokens.shape[1]):
+                    raise InvalidDraftError(
+                        "too long", f"{self.name} drafted {int(got.lengths[row])} tokens where {int(step.limits[row])} were asked for"
+                    )
                 drafts.append(check_draft(got.draft(row), int(step.limits[row]), self.name))
             except Exception as error:  # noqa: BLE001 - a row that cannot even be read is as bad
                 if not isinstance(error, InvalidDraftError):
