@@ -27,7 +27,7 @@ from specplug._contract import Draft, Proposer, RequestId, check_draft
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
-from specplug._cost._steps import plain_step_time, spec_step_times
+from specplug._cost._steps import checked_step_times, plain_step_time, spec_step_times
 from specplug.proposers._composite import CompositeProposer, CompositeRequest
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._parts import best_cut, resolved
@@ -42,11 +42,11 @@ class AdaptiveOptions(MethodOptions):
     cost: CostModel | str = Field("llama-3.1-8b-h100", description="cost model, preset name or .toml path")
     batch_size: int = Field(1, ge=1, le=65536, description="requests the engine batches per step (set_batch_size() updates it)")
     max_positions: int = Field(16, ge=1, le=256, description="draft positions tracked (longest draft considered)")
-    prior: float = Field(0.5, gt=0, lt=1, description="acceptance per position before any is observed")
-    prior_weight: float = Field(8.0, gt=0, description="observations the pooled estimate is worth for a new request")
-    min_gain: float = Field(0.0, ge=0, description="speculate only when goodput beats plain decoding by this share")
+    prior: float = Field(0.5, gt=0, lt=1, allow_inf_nan=False, description="acceptance per position before any is observed")
+    prior_weight: float = Field(8.0, gt=0, le=1e6, allow_inf_nan=False, description="observations the pooled estimate is worth for a new request")
+    min_gain: float = Field(0.0, ge=0, le=100, allow_inf_nan=False, description="speculate only when goodput beats plain decoding by this share")
     explore: float = Field(
-        0.3, ge=0, description="optimism for rarely observed positions (UCB bonus scale), so a candidate judged early is retried"
+        0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for rarely observed positions (UCB bonus scale), so a candidate judged early is retried"
     )
 
     @field_validator("candidates", mode="before")
@@ -93,7 +93,7 @@ class AdaptiveProposer(CompositeProposer):
         self.kinds = [candidate.draft_kind for candidate in self.candidates]
         if "neural" in self.kinds:
             self.draft_kind = "neural"
-        self.cost: CostModel = resolved(options.cost, "cost")
+        self.cost: CostModel = checked_step_times(resolved(options.cost, "cost"))
         # a drafter with a fixed length (an MTP head drafts k tokens) is never asked for more
         self._longest = [candidate.max_draft_tokens for candidate in self.candidates]
 

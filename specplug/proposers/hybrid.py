@@ -41,7 +41,7 @@ from specplug._contract import Draft, Proposer, RequestId, check_draft
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
-from specplug._cost._steps import spec_step_times
+from specplug._cost._steps import checked_step_times, spec_step_times
 from specplug.proposers._composite import CompositeProposer, CompositeRequest
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._parts import best_cut, resolved
@@ -55,10 +55,10 @@ class HybridOptions(MethodOptions):
     neural_max_tokens: int | None = Field(
         None, ge=1, le=1024, description="tokens the neural head drafts per step (None: the step's max_tokens)"
     )
-    prior: float = Field(0.6, gt=0, lt=1, description="acceptance per draft position before any is observed")
-    prior_weight: float = Field(4.0, gt=0, description="observations the pooled estimate is worth for a new request")
-    explore: float = Field(0.3, ge=0, description="optimism for the neural drafter's rarely observed positions (UCB scale)")
-    margin: float = Field(0.0, description="without a cost model: the lookup wins when its expectation >= the neural one - margin")
+    prior: float = Field(0.6, gt=0, lt=1, allow_inf_nan=False, description="acceptance per draft position before any is observed")
+    prior_weight: float = Field(4.0, gt=0, le=1e6, allow_inf_nan=False, description="observations the pooled estimate is worth for a new request")
+    explore: float = Field(0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for the neural drafter's rarely observed positions (UCB scale)")
+    margin: float = Field(0.0, ge=-1024, le=1024, allow_inf_nan=False, description="without a cost model: the lookup wins when its expectation >= the neural one - margin")
     max_positions: int = Field(32, ge=1, le=1024, description="draft positions tracked")
     continue_with_lookup: bool = Field(True, description="extend a neural draft with the lookup's continuation where they agree")
     cost: CostModel | str | None = Field(
@@ -124,7 +124,8 @@ class HybridProposer(CompositeProposer):
             explore=options.explore,
             batch_size=options.batch_size,
         )
-        self.cost: CostModel | None = resolved(options.cost, "cost")
+        cost = resolved(options.cost, "cost")
+        self.cost: CostModel | None = None if cost is None else checked_step_times(cost)
 
     def acceptance(self, request_id: RequestId, lookup_band: int, *, optimistic: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Estimated acceptance per draft position of a lookup draft in ``lookup_band`` and of a
