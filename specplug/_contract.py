@@ -239,17 +239,20 @@ class BatchStep:
         stopped: Iterable[RequestId] = (),
     ) -> BatchStep:
         """Build a step from per-row lists (validating every token)."""
-        arrays = [as_token_array(tokens, f"new_tokens[{row}]") for row, tokens in enumerate(new_tokens)]
+        arrays = [as_token_array(tokens, f"new_tokens[{row}]") for row, tokens in enumerate(_items(new_tokens, "new_tokens"))]
         offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([len(array) for array in arrays], dtype=np.int64)
         flat = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.int64)
         return cls(
-            list(request_ids),
+            _items(request_ids, "request_ids"),
             flat.astype(np.int64, copy=False),
             offsets,
-            np.asarray(limits, dtype=np.int64),
-            [(request_id, as_token_array(prompt, "prompt_ids")) for request_id, prompt in started],
-            list(stopped),
+            _int_array(limits, "limits"),
+            [
+                (request_id, as_token_array(prompt, "prompt_ids"))
+                for request_id, prompt in _pairs(started, "started", "(request_id, prompt_ids)")
+            ],
+            _items(stopped, "stopped"),
         )
 
 
@@ -361,6 +364,24 @@ def _reject(what: str, index: int, token: int) -> None:
     )
 
 
+def _items(values: object, what: str) -> list:
+    """``values`` as a list, read once, or a one-line error naming what was given."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise InvalidOptionError(f"{what} must be an iterable; got {type(values).__name__} {values!r:.60}")
+    return list(values)
+
+
+def _pairs(values: object, what: str, shape: str) -> list[tuple[object, object]]:
+    """``values`` as a list of pairs, read once, or a one-line error naming the first bad item."""
+    items = _items(values, what)
+    for index, item in enumerate(items):
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise InvalidOptionError(f"{what} takes {shape} pairs; item {index} is {item!r:.60}")
+        if item.__class__ is not tuple:
+            items[index] = tuple(item)
+    return items
+
+
 def _int_array(values: object, what: str) -> np.ndarray:
     array = np.asarray(values)
     if array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
@@ -456,7 +477,7 @@ class Proposer(abc.ABC):
         All requests are checked before any is drafted, so a bad entry changes nothing.
         """
         with self._lock:
-            items = list(requests)
+            items = _pairs(requests, "propose_batch", "(request_id, max_tokens)")
             for request_id, max_tokens in items:
                 self._check_live(request_id, "propose")
                 _check_max_tokens(max_tokens)
@@ -465,10 +486,11 @@ class Proposer(abc.ABC):
     def extend_batch(self, updates: Iterable[tuple[RequestId, Sequence[int]]]) -> list[int]:
         """Append verified tokens to several requests: ``[(request_id, token_ids), ...]``."""
         with self._lock:
-            items = [(request_id, tokens) for request_id, tokens in updates]
-            for request_id, tokens in items:
+            items = _pairs(updates, "extend_batch", "(request_id, token_ids)")
+            for index, (request_id, tokens) in enumerate(items):
                 self._check_live(request_id, "extend")
-                as_token_array(tokens)
+                # converted once: token_ids may be an iterator, which a second reading finds empty
+                items[index] = (request_id, as_token_array(tokens))
             return [self.extend(request_id, tokens) for request_id, tokens in items]
 
     def step_batch(self, step: BatchStep) -> BatchDrafts:
@@ -492,6 +514,12 @@ class Proposer(abc.ABC):
     def _check_step(self, step: BatchStep) -> BatchStep:
         """Check a step before anything changes; return it with int64 arrays."""
         # Few numpy calls: at small batches each costs about as much as the step's lookups.
+        if not isinstance(step, BatchStep):
+            raise InvalidOptionError(f"step_batch takes a BatchStep; got {type(step).__name__} {step!r:.60}")
+        if not isinstance(step.request_ids, Sequence) or isinstance(step.request_ids, (str, bytes)):
+            raise InvalidOptionError(
+                f"BatchStep.request_ids must be a sequence (list or tuple) of ids; got {type(step.request_ids).__name__}"
+            )
         rows = step.rows
         offsets, limits, tokens = step.offsets, step.limits, step.new_tokens
         if not (isinstance(offsets, np.ndarray) and offsets.dtype == np.int64):
@@ -522,18 +550,27 @@ class Proposer(abc.ABC):
             if min(values) < 0 or max(values) > MAX_TOKEN_ID:
                 as_token_array(tokens, "new_tokens")
         pending = self._pending
+        # materialised once: an iterator read here would be empty when the step is carried out
+        stopped_ids = step.stopped if step.stopped.__class__ in (list, tuple) else _items(step.stopped, "BatchStep.stopped")
+        starts = step.started
+        if starts:
+            starts = [
+                (request_id, as_token_array(prompt, "prompt_ids"))
+                for request_id, prompt in _pairs(starts, "BatchStep.started", "(request_id, prompt_ids)")
+            ]
+        elif starts.__class__ not in (list, tuple):
+            starts = _items(starts, "BatchStep.started")
         stopped = set()
-        for request_id in step.stopped:
+        for request_id in stopped_ids:
             self._check_live(request_id, "stop")
             stopped.add(request_id)
         started = set()
-        for request_id, prompt in step.started:
+        for request_id, _ in starts:
             self._check_id(request_id)
             if (request_id in pending and request_id not in stopped) or request_id in started:
                 raise RequestStateError(
                     f"request {request_id!r} is already started; stop it before starting it again"
                 )
-            as_token_array(prompt, "prompt_ids")
             started.add(request_id)
         ids = step.request_ids
         if rows > 1 and len(set(ids)) != rows:
@@ -545,8 +582,11 @@ class Proposer(abc.ABC):
             raise RequestStateError(
                 f"row for request {request_id!r}, which is not started (or stopped); start it in the step first"
             )
-        if offsets is not step.offsets or limits is not step.limits or tokens is not step.new_tokens:
-            step = replace(step, offsets=offsets, limits=limits, new_tokens=tokens)
+        if (
+            offsets is not step.offsets or limits is not step.limits or tokens is not step.new_tokens
+            or starts is not step.started or stopped_ids is not step.stopped
+        ):
+            step = replace(step, offsets=offsets, limits=limits, new_tokens=tokens, started=starts, stopped=stopped_ids)
         return step
 
     def _step_batch(self, step: BatchStep) -> BatchDrafts:
