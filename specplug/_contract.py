@@ -389,6 +389,17 @@ def _int_array(values: object, what: str) -> np.ndarray:
     return array.astype(np.int64, copy=False)
 
 
+def check_batch_size(batch_size: object) -> int:
+    """``batch_size`` as an int if it is an int >= 1 (numpy integers too), else a clear error.
+
+    >>> check_batch_size(np.int64(4))
+    4
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise InvalidOptionError(f"batch_size = {batch_size!r} is not valid; it must be an int >= 1")
+    return operator.index(batch_size)
+
+
 def _check_max_tokens(max_tokens: object) -> int:
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)):
         raise InvalidOptionError(f"max_tokens = {max_tokens!r} is not an int; it must be an int >= 1")
@@ -653,8 +664,10 @@ class Proposer(abc.ABC):
     def set_batch_size(self, batch_size: int) -> None:
         """The engine's current batch size, before a step's drafts are asked for.
 
-        A no-op here; proposers that price drafts by batch size (``takes_batch_size``) override it.
+        Checked here (an int >= 1, numpy integers too), then ignored; proposers that price drafts
+        by batch size (``takes_batch_size``) override it.
         """
+        check_batch_size(batch_size)
 
     def state_nbytes(self, request_id: RequestId) -> int | None:
         """Bytes of drafting state held for one live request, or None where not measured."""
