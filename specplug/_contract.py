@@ -584,6 +584,11 @@ class Proposer(abc.ABC):
                 )
             started.add(request_id)
         ids = step.request_ids
+        try:
+            hash(tuple(ids))  # hashes every id in C
+        except TypeError:
+            for request_id in ids:
+                self._check_id(request_id)  # raises naming the unhashable one
         if rows > 1 and len(set(ids)) != rows:
             raise RequestStateError("a request id appears in two rows of one batch step")
         for request_id in ids:
@@ -658,8 +663,11 @@ class Proposer(abc.ABC):
             return list(self._pending)
 
     def __contains__(self, request_id: object) -> bool:
-        with self._lock:
-            return request_id in self._pending
+        try:
+            with self._lock:
+                return request_id in self._pending
+        except TypeError:  # unhashable: never a request id
+            return False
 
     def set_batch_size(self, batch_size: int) -> None:
         """The engine's current batch size, before a step's drafts are asked for.

@@ -226,7 +226,9 @@ class NgramProposer(Proposer):
 
     def state_nbytes(self, request_id: RequestId) -> int:
         """Bytes held for one request (tokens and tables)."""
-        return self._index[request_id].nbytes()
+        with self._lock:
+            self._check_live(request_id, "state_nbytes")
+            return self._index[request_id].nbytes()
 
 
 class ReferenceNgramProposer(Proposer):

@@ -228,7 +228,9 @@ class SuffixProposer(Proposer):
 
     def state_nbytes(self, request_id: RequestId) -> int:
         """Bytes held for one request (its ring, chains and head table)."""
-        return self._requests[request_id].nbytes()
+        with self._lock:
+            self._check_live(request_id, "state_nbytes")
+            return self._requests[request_id].nbytes()
 
 
 # --------------------------------------------------------------------------- reference
