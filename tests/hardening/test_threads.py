@@ -43,3 +43,13 @@ def run_case(method: str, mode: str, requests: int) -> dict:
 def test_threads_draft_what_one_thread_drafts(method, mode):
     result = run_case(method, mode, requests=120)
     assert result["mismatches"] == 0, result["first"]
+
+
+def test_the_lock_cost_benchmark_times_both_variants():
+    from specplug.lab.perf_locks import _unlocked, lock_cost
+
+    adaptive = _unlocked(__import__("specplug").create("adaptive"))
+    assert all(type(part._lock).__name__ == "nullcontext" for part in [adaptive, *adaptive.parts])
+    got = lock_cost("ngram", repeats=1, steps=30, context=1024)
+    assert got["locked_ns"] > 0 and got["unlocked_ns"] > 0
+    assert abs(got["ratio"] - got["locked_ns"] / got["unlocked_ns"]) < 1e-9
