@@ -6,6 +6,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Sequence
+
 import numpy as np
 
 from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, check_batch_drafts, check_draft
@@ -45,6 +46,14 @@ class GuardedProposer:
         self._logged: set[tuple[str, ...]] = set()
         self._log = logger
         self._count_lock = threading.Lock()
+
+    @property
+    def proposer(self):
+        return self._proposer
+
+    @proposer.setter
+    def proposer(self, proposer) -> None:
+        self._proposer = proposer
         # Proposer.propose checks its drafts itself; anything else is checked here
         self._checks_drafts = not (isinstance(proposer, Proposer) and type(proposer).propose is Proposer.propose)
 
