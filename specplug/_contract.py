@@ -142,6 +142,14 @@ def check_draft(draft: object, max_tokens: int, who: str = "proposer") -> Draft:
     if len(tokens) > max_tokens:
         raise InvalidDraftError("too long", f"{who} drafted {len(tokens)} tokens where {max_tokens} were asked for")
     # a plain loop: a draft is a few tokens, and this is faster than any numpy call
+    for token in tokens:
+        if token.__class__ is not int or not 0 <= token <= MAX_TOKEN_ID:
+            _reject_draft(tokens, who)
+    return draft
+
+
+def _reject_draft(tokens: tuple, who: str) -> None:
+    """Raise naming the first token of ``tokens`` that is not a valid token id."""
     for position, token in enumerate(tokens):
         if token.__class__ is not int:
             raise InvalidDraftError(
@@ -153,7 +161,6 @@ def check_draft(draft: object, max_tokens: int, who: str = "proposer") -> Draft:
                 "token out of range",
                 f"{who} drafted token {token} at position {position}; token ids are ints in [0, {MAX_TOKEN_ID}]",
             )
-    return draft
 
 
 def check_batch_drafts(drafts: object, limits: np.ndarray, who: str = "proposer") -> BatchDrafts:
