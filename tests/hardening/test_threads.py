@@ -51,5 +51,6 @@ def test_the_lock_cost_benchmark_times_both_variants():
     adaptive = _unlocked(__import__("specplug").create("adaptive"))
     assert all(type(part._lock).__name__ == "nullcontext" for part in [adaptive, *adaptive.parts])
     got = lock_cost("ngram", repeats=1, steps=30, context=1024)
-    assert got["locked_ns"] > 0 and got["unlocked_ns"] > 0
+    assert got["locked_ns"] > 0 and got["unlocked_ns"] > 0 and got["enter_exit_ns"] > 0
     assert abs(got["ratio"] - got["locked_ns"] / got["unlocked_ns"]) < 1e-9
+    assert got["locks_per_step"] == 2  # propose and extend, once each
