@@ -7,7 +7,7 @@ it swapped for a no-op context (the proposer's and its parts'), alternating the 
 repeat so that drift on a shared machine hits both alike. The difference of the medians is the
 lock's cost per step; the draft checks of ``Proposer.propose`` are in both. On a loaded machine
 that difference drowns in noise, so it also counts the locks a step takes (the parts' included)
-and times one ``with`` over the lock against a no-op context (best of seven runs).
+and times one ``with`` over the lock against a no-op context (best of 25 runs).
 
     python -m specplug.lab.perf_locks [--methods ngram,suffix,adaptive] [--repeats 9] [--steps 500]
 """
@@ -82,7 +82,7 @@ def measure_steps(proposer: specplug.Proposer, workload, steps: int, k: int) -> 
     return appended
 
 
-def enter_exit_ns(repeats: int = 7, number: int = 200_000) -> tuple[float, float]:
+def enter_exit_ns(repeats: int = 25, number: int = 100_000) -> tuple[float, float]:
     """ns of one ``with`` over the shipped lock and over a no-op context (best of ``repeats``:
     the least disturbed run, on a shared machine)."""
     lock, null = threading.RLock(), contextlib.nullcontext()
@@ -104,7 +104,7 @@ def lock_cost(method: str, *, repeats: int = 9, steps: int = 500, context: int =
     ``locked_ns``/``unlocked_ns``: median step times with the lock and with a no-op, over
     ``repeats`` runs of ``steps`` steps that alternate the two; ``paired_ns``: the median of each
     repeat's difference (drift cancels within a pair). ``per_step_ns``: locks taken per step
-    times what one ``with`` over the lock costs beyond a no-op context (best of seven runs),
+    times what one ``with`` over the lock costs beyond a no-op context (best of 25 runs),
     the figure that load disturbs least.
     """
     workload = build_workload("code-edit", context, steps * (k + 1))
