@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import abc
 import operator
+import threading
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Literal
 
 import numpy as np
 
-from specplug._errors import InvalidOptionError, InvalidTokensError, RequestStateError
+from specplug._errors import InvalidDraftError, InvalidOptionError, InvalidTokensError, RequestStateError
 
 __all__ = [
     "DRAFT_KINDS",
@@ -29,6 +30,8 @@ __all__ = [
     "RequestId",
     "accepted_prefix",
     "as_token_array",
+    "check_batch_drafts",
+    "check_draft",
 ]
 
 RequestId = Hashable
@@ -113,6 +116,96 @@ def as_token_array(tokens: object, what: str = "token_ids") -> np.ndarray:
 
 
 
+def check_draft(draft: object, max_tokens: int, who: str = "proposer") -> Draft:
+    """``draft`` if it is a valid draft of at most ``max_tokens`` tokens, else :class:`InvalidDraftError`.
+
+    Valid: a :class:`Draft` whose ``tokens`` is a tuple of at most ``max_tokens`` Python ints in
+    ``[0, MAX_TOKEN_ID]``. Engines write drafts into int32 buffers (or C arrays): anything else
+    would reach them as a wrong token, an overflow or an out-of-bounds write.
+
+    >>> check_draft(Draft((5, 6), "x"), 4).tokens
+    (5, 6)
+    >>> check_draft(Draft((5, -1), "x"), 4)
+    Traceback (most recent call last):
+    ...
+    specplug._errors.InvalidDraftError: proposer drafted token -1 at position 1; token ids are ints in [0, 2147483647]
+    """
+    if draft.__class__ is not Draft and not isinstance(draft, Draft):
+        raise InvalidDraftError(
+            "not a Draft", f"{who} returned {type(draft).__name__} {draft!r:.60}, not a Draft"
+        )
+    tokens = draft.tokens
+    if tokens.__class__ is not tuple:
+        raise InvalidDraftError(
+            "tokens not a tuple", f"{who} drafted tokens of type {type(tokens).__name__}; Draft.tokens is a tuple of ints"
+        )
+    if len(tokens) > max_tokens:
+        raise InvalidDraftError("too long", f"{who} drafted {len(tokens)} tokens where {max_tokens} were asked for")
+    # a plain loop: a draft is a few tokens, and this is faster than any numpy call
+    for token in tokens:
+        if token.__class__ is not int or not 0 <= token <= MAX_TOKEN_ID:
+            _reject_draft(tokens, who)
+    return draft
+
+
+def _reject_draft(tokens: tuple, who: str) -> None:
+    """Raise naming the first token of ``tokens`` that is not a valid token id."""
+    for position, token in enumerate(tokens):
+        if token.__class__ is not int:
+            raise InvalidDraftError(
+                "token not an int",
+                f"{who} drafted {token!r:.40} ({type(token).__name__}) at position {position}; token ids are Python ints",
+            )
+        if not 0 <= token <= MAX_TOKEN_ID:
+            raise InvalidDraftError(
+                "token out of range",
+                f"{who} drafted token {token} at position {position}; token ids are ints in [0, {MAX_TOKEN_ID}]",
+            )
+
+
+def check_batch_drafts(drafts: object, limits: np.ndarray, who: str = "proposer") -> BatchDrafts:
+    """``drafts`` if it holds one valid draft per row within its row's limit, else :class:`InvalidDraftError`.
+
+    Read through the arrays (a batch path writes them; per-row drafts were checked as made).
+    """
+    if not isinstance(drafts, BatchDrafts):
+        raise InvalidDraftError(
+            "not a Draft", f"{who} returned {type(drafts).__name__} {drafts!r:.60} from a batch step, not BatchDrafts"
+        )
+    rows = len(limits)
+    if drafts._drafts is not None:  # per-row drafts: each checked where it was made, if not here
+        if len(drafts._drafts) != rows:
+            raise InvalidDraftError("not a Draft", f"{who} returned {len(drafts._drafts)} drafts for {rows} rows")
+        for row, draft in enumerate(drafts._drafts):
+            check_draft(draft, int(limits[row]), who)
+        return drafts
+    tokens, lengths = drafts.tokens, drafts.lengths
+    if (
+        not isinstance(tokens, np.ndarray) or not isinstance(lengths, np.ndarray) or tokens.ndim != 2
+        or len(tokens) != rows or lengths.shape != (rows,) or not np.issubdtype(tokens.dtype, np.integer)
+        or not np.issubdtype(lengths.dtype, np.integer)
+    ):
+        raise InvalidDraftError(
+            "not a Draft", f"{who} returned batch drafts that are not int arrays of {rows} rows"
+        )
+    if rows:
+        if (lengths > limits).any() or (lengths < 0).any() or int(lengths.max()) > tokens.shape[1]:
+            row = int(np.argmax((lengths > limits) | (lengths < 0) | (lengths > tokens.shape[1])))
+            raise InvalidDraftError(
+                "too long", f"{who} drafted {int(lengths[row])} tokens in row {row} where {int(limits[row])} were asked for"
+            )
+        if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) > MAX_TOKEN_ID):
+            used = np.arange(tokens.shape[1]) < lengths[:, None]
+            bad = used & ((tokens < 0) | (tokens > MAX_TOKEN_ID))
+            if bad.any():
+                row, position = (int(i) for i in np.argwhere(bad)[0])
+                raise InvalidDraftError(
+                    "token out of range",
+                    f"{who} drafted token {int(tokens[row, position])} in row {row} at position {position}; "
+                    f"token ids are ints in [0, {MAX_TOKEN_ID}]",
+                )
+    return drafts
+
 
 @dataclass(frozen=True, slots=True)
 class BatchStep:
@@ -153,17 +246,20 @@ class BatchStep:
         stopped: Iterable[RequestId] = (),
     ) -> BatchStep:
         """Build a step from per-row lists (validating every token)."""
-        arrays = [as_token_array(tokens, f"new_tokens[{row}]") for row, tokens in enumerate(new_tokens)]
+        arrays = [as_token_array(tokens, f"new_tokens[{row}]") for row, tokens in enumerate(_items(new_tokens, "new_tokens"))]
         offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([len(array) for array in arrays], dtype=np.int64)
         flat = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.int64)
         return cls(
-            list(request_ids),
+            _items(request_ids, "request_ids"),
             flat.astype(np.int64, copy=False),
             offsets,
-            np.asarray(limits, dtype=np.int64),
-            [(request_id, as_token_array(prompt, "prompt_ids")) for request_id, prompt in started],
-            list(stopped),
+            _int_array(limits, "limits"),
+            [
+                (request_id, as_token_array(prompt, "prompt_ids"))
+                for request_id, prompt in _pairs(started, "started", "(request_id, prompt_ids)")
+            ],
+            _items(stopped, "stopped"),
         )
 
 
@@ -275,11 +371,40 @@ def _reject(what: str, index: int, token: int) -> None:
     )
 
 
+def _items(values: object, what: str) -> list:
+    """``values`` as a list, read once, or a one-line error naming what was given."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise InvalidOptionError(f"{what} must be an iterable; got {type(values).__name__} {values!r:.60}")
+    return list(values)
+
+
+def _pairs(values: object, what: str, shape: str) -> list[tuple[object, object]]:
+    """``values`` as a list of pairs, read once, or a one-line error naming the first bad item."""
+    items = _items(values, what)
+    for index, item in enumerate(items):
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise InvalidOptionError(f"{what} takes {shape} pairs; item {index} is {item!r:.60}")
+        if item.__class__ is not tuple:
+            items[index] = tuple(item)
+    return items
+
+
 def _int_array(values: object, what: str) -> np.ndarray:
     array = np.asarray(values)
     if array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
         raise InvalidOptionError(f"{what} must be a 1-D array of ints; got {array.dtype} of shape {array.shape}")
     return array.astype(np.int64, copy=False)
+
+
+def check_batch_size(batch_size: object) -> int:
+    """``batch_size`` as an int if it is an int >= 1 (numpy integers too), else a clear error.
+
+    >>> check_batch_size(np.int64(4))
+    4
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise InvalidOptionError(f"batch_size = {batch_size!r} is not valid; it must be an int >= 1")
+    return operator.index(batch_size)
 
 
 def _check_max_tokens(max_tokens: object) -> int:
@@ -311,26 +436,34 @@ class Proposer(abc.ABC):
     def __init__(self) -> None:
         # request id -> the last draft proposed and not yet resolved by extend()
         self._pending: dict[RequestId, Draft | None] = {}
+        # One public call at a time per proposer: the state shared by its requests (numba tables
+        # by slot, output scratch, a global cache whose arrays a resize replaces, pooled
+        # statistics) stays consistent when an engine calls from several threads. Reentrant, as
+        # a batch step may call the public methods of the same proposer. Uncontended it costs
+        # about a tenth of a microsecond per call (docs/performance.md).
+        self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ public API
     def start(self, request_id: RequestId, prompt_ids: Sequence[int] | np.ndarray) -> None:
         """Begin a request with its prompt token ids."""
-        self._check_id(request_id)
-        if request_id in self._pending:
-            raise RequestStateError(
-                f"request {request_id!r} is already started; stop() it before starting it again"
-            )
-        prompt = as_token_array(prompt_ids, "prompt_ids")
-        self._start(request_id, prompt)
-        self._pending[request_id] = None
+        with self._lock:
+            self._check_id(request_id)
+            if request_id in self._pending:
+                raise RequestStateError(
+                    f"request {request_id!r} is already started; stop() it before starting it again"
+                )
+            prompt = as_token_array(prompt_ids, "prompt_ids")
+            self._start(request_id, prompt)
+            self._pending[request_id] = None
 
     def propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         """Draft at most ``max_tokens`` tokens to follow the request's tokens so far."""
-        self._check_live(request_id, "propose")
-        limit = _check_max_tokens(max_tokens)
-        draft = self._propose(request_id, limit)
-        self._pending[request_id] = draft
-        return draft
+        with self._lock:
+            self._check_live(request_id, "propose")
+            limit = _check_max_tokens(max_tokens)
+            draft = check_draft(self._propose(request_id, limit), limit, self.name)
+            self._pending[request_id] = draft
+            return draft
 
     def extend(self, request_id: RequestId, token_ids: Sequence[int] | np.ndarray) -> int:
         """Append verified tokens; return how many of the last draft they accepted.
@@ -338,40 +471,45 @@ class Proposer(abc.ABC):
         ``token_ids`` is the accepted draft prefix followed by the target's own next
         token, so acceptance is the length of the common prefix with the last draft.
         """
-        self._check_live(request_id, "extend")
-        tokens = as_token_array(token_ids)
-        draft = self._pending[request_id]
-        accepted = accepted_prefix(draft.tokens, tokens) if draft is not None else 0
-        self._pending[request_id] = None
-        self._extend(request_id, tokens)
-        if draft is not None:
-            self._observe(request_id, draft, accepted)
-        return accepted
+        with self._lock:
+            self._check_live(request_id, "extend")
+            tokens = as_token_array(token_ids)
+            draft = self._pending[request_id]
+            accepted = accepted_prefix(draft.tokens, tokens) if draft is not None else 0
+            self._pending[request_id] = None
+            self._extend(request_id, tokens)
+            if draft is not None:
+                self._observe(request_id, draft, accepted)
+            return accepted
 
     def stop(self, request_id: RequestId) -> None:
         """End a request and free all of its state."""
-        self._check_live(request_id, "stop")
-        del self._pending[request_id]
-        self._stop(request_id)
+        with self._lock:
+            self._check_live(request_id, "stop")
+            del self._pending[request_id]
+            self._stop(request_id)
 
     def propose_batch(self, requests: Iterable[tuple[RequestId, int]]) -> list[Draft]:
         """Draft for several requests at once: ``[(request_id, max_tokens), ...]``.
 
         All requests are checked before any is drafted, so a bad entry changes nothing.
         """
-        items = list(requests)
-        for request_id, max_tokens in items:
-            self._check_live(request_id, "propose")
-            _check_max_tokens(max_tokens)
-        return [self.propose(request_id, max_tokens) for request_id, max_tokens in items]
+        with self._lock:
+            items = _pairs(requests, "propose_batch", "(request_id, max_tokens)")
+            for request_id, max_tokens in items:
+                self._check_live(request_id, "propose")
+                _check_max_tokens(max_tokens)
+            return [self.propose(request_id, max_tokens) for request_id, max_tokens in items]
 
     def extend_batch(self, updates: Iterable[tuple[RequestId, Sequence[int]]]) -> list[int]:
         """Append verified tokens to several requests: ``[(request_id, token_ids), ...]``."""
-        items = [(request_id, tokens) for request_id, tokens in updates]
-        for request_id, tokens in items:
-            self._check_live(request_id, "extend")
-            as_token_array(tokens)
-        return [self.extend(request_id, tokens) for request_id, tokens in items]
+        with self._lock:
+            items = _pairs(updates, "extend_batch", "(request_id, token_ids)")
+            for index, (request_id, tokens) in enumerate(items):
+                self._check_live(request_id, "extend")
+                # converted once: token_ids may be an iterator, which a second reading finds empty
+                items[index] = (request_id, as_token_array(tokens))
+            return [self.extend(request_id, tokens) for request_id, tokens in items]
 
     def step_batch(self, step: BatchStep) -> BatchDrafts:
         """One engine step for the whole batch: stops, starts, every row's new tokens, every row's draft.
@@ -387,12 +525,19 @@ class Proposer(abc.ABC):
         >>> out.draft(0).tokens, out.accepted.tolist()
         ((3, 1), [0])
         """
-        step = self._check_step(step)
-        return self._step_batch(step)
+        with self._lock:
+            step = self._check_step(step)
+            return self._step_batch(step)
 
     def _check_step(self, step: BatchStep) -> BatchStep:
         """Check a step before anything changes; return it with int64 arrays."""
         # Few numpy calls: at small batches each costs about as much as the step's lookups.
+        if not isinstance(step, BatchStep):
+            raise InvalidOptionError(f"step_batch takes a BatchStep; got {type(step).__name__} {step!r:.60}")
+        if not isinstance(step.request_ids, Sequence) or isinstance(step.request_ids, (str, bytes)):
+            raise InvalidOptionError(
+                f"BatchStep.request_ids must be a sequence (list or tuple) of ids; got {type(step.request_ids).__name__}"
+            )
         rows = step.rows
         offsets, limits, tokens = step.offsets, step.limits, step.new_tokens
         if not (isinstance(offsets, np.ndarray) and offsets.dtype == np.int64):
@@ -423,20 +568,34 @@ class Proposer(abc.ABC):
             if min(values) < 0 or max(values) > MAX_TOKEN_ID:
                 as_token_array(tokens, "new_tokens")
         pending = self._pending
+        # materialised once: an iterator read here would be empty when the step is carried out
+        stopped_ids = step.stopped if step.stopped.__class__ in (list, tuple) else _items(step.stopped, "BatchStep.stopped")
+        starts = step.started
+        if starts:
+            starts = [
+                (request_id, as_token_array(prompt, "prompt_ids"))
+                for request_id, prompt in _pairs(starts, "BatchStep.started", "(request_id, prompt_ids)")
+            ]
+        elif starts.__class__ not in (list, tuple):
+            starts = _items(starts, "BatchStep.started")
         stopped = set()
-        for request_id in step.stopped:
+        for request_id in stopped_ids:
             self._check_live(request_id, "stop")
             stopped.add(request_id)
         started = set()
-        for request_id, prompt in step.started:
+        for request_id, _ in starts:
             self._check_id(request_id)
             if (request_id in pending and request_id not in stopped) or request_id in started:
                 raise RequestStateError(
                     f"request {request_id!r} is already started; stop it before starting it again"
                 )
-            as_token_array(prompt, "prompt_ids")
             started.add(request_id)
         ids = step.request_ids
+        try:
+            hash(tuple(ids))  # hashes every id in C
+        except TypeError:
+            for request_id in ids:
+                self._check_id(request_id)  # raises naming the unhashable one
         if rows > 1 and len(set(ids)) != rows:
             raise RequestStateError("a request id appears in two rows of one batch step")
         for request_id in ids:
@@ -446,8 +605,11 @@ class Proposer(abc.ABC):
             raise RequestStateError(
                 f"row for request {request_id!r}, which is not started (or stopped); start it in the step first"
             )
-        if offsets is not step.offsets or limits is not step.limits or tokens is not step.new_tokens:
-            step = replace(step, offsets=offsets, limits=limits, new_tokens=tokens)
+        if (
+            offsets is not step.offsets or limits is not step.limits or tokens is not step.new_tokens
+            or starts is not step.started or stopped_ids is not step.stopped
+        ):
+            step = replace(step, offsets=offsets, limits=limits, new_tokens=tokens, started=starts, stopped=stopped_ids)
         return step
 
     def _step_batch(self, step: BatchStep) -> BatchDrafts:
@@ -480,8 +642,7 @@ class Proposer(abc.ABC):
                 if bounds[row + 1] > bounds[row]:
                     accepted[row] = self.extend(request_id, new_tokens[bounds[row] : bounds[row + 1]])
                 limit = limits[row]
-                draft = self.propose(request_id, limit) if limit > 0 else empty
-                drafts.append(draft if len(draft.tokens) <= limit else replace(draft, tokens=draft.tokens[:limit]))
+                drafts.append(check_draft(self.propose(request_id, limit), limit, self.name) if limit > 0 else empty)
             return BatchDrafts.from_drafts(drafts, accepted, max(limits, default=0))
         pending = self._pending
         flat = new_tokens.tolist()
@@ -497,9 +658,7 @@ class Proposer(abc.ABC):
                     self._observe(request_id, last, count)
             limit = limits[row]
             if limit > 0:
-                draft = pending[request_id] = self._propose(request_id, limit)
-                if len(draft.tokens) > limit:
-                    draft = replace(draft, tokens=draft.tokens[:limit])
+                draft = pending[request_id] = check_draft(self._propose(request_id, limit), limit, self.name)
             else:
                 draft = empty
             drafts.append(draft)
@@ -507,21 +666,29 @@ class Proposer(abc.ABC):
 
     def active_requests(self) -> list[RequestId]:
         """Ids of the requests started and not yet stopped."""
-        return list(self._pending)
+        with self._lock:
+            return list(self._pending)
 
     def __contains__(self, request_id: object) -> bool:
-        return request_id in self._pending
+        try:
+            with self._lock:
+                return request_id in self._pending
+        except TypeError:  # unhashable: never a request id
+            return False
 
     def set_batch_size(self, batch_size: int) -> None:
         """The engine's current batch size, before a step's drafts are asked for.
 
-        A no-op here; proposers that price drafts by batch size (``takes_batch_size``) override it.
+        Checked here (an int >= 1, numpy integers too), then ignored; proposers that price drafts
+        by batch size (``takes_batch_size``) override it.
         """
+        check_batch_size(batch_size)
 
     def state_nbytes(self, request_id: RequestId) -> int | None:
         """Bytes of drafting state held for one live request, or None where not measured."""
-        self._check_live(request_id, "state_nbytes")
-        return None
+        with self._lock:
+            self._check_live(request_id, "state_nbytes")
+            return None
 
     # ------------------------------------------------------------- subclass hooks
     @abc.abstractmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "CostModelError",
     "DuplicateNameError",
+    "InvalidDraftError",
     "InvalidOptionError",
     "InvalidTokensError",
     "NotFoundError",
@@ -69,3 +70,15 @@ class InvalidTokensError(SpecplugError, TypeError):
 
 class CostModelError(SpecplugError, ValueError):
     """A cost model that cannot be used: unknown preset, bad file, negative or missing coefficient."""
+
+
+class InvalidDraftError(SpecplugError, ValueError):
+    """A proposer returned something that is not a valid draft (see ``Proposer.propose``).
+
+    ``kind`` names what was wrong ("not a Draft", "tokens not a tuple", "token not an int",
+    "token out of range", "too long"): the guard logs each kind once.
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        super().__init__(message)

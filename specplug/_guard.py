@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 
-from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId
+from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, check_batch_drafts, check_draft
+from specplug._errors import InvalidDraftError, RequestStateError
 
 __all__ = ["GuardedProposer"]
 
@@ -17,13 +18,18 @@ log = logging.getLogger("specplug")
 
 
 class GuardedProposer:
-    """Wraps a proposer so that its exceptions turn into empty drafts.
+    """Wraps a proposer so that its exceptions and bad drafts turn into empty drafts.
 
     A fault in ``propose`` costs that step its draft. A fault in ``start`` or ``extend``
     leaves the request's drafting state unknown, so that request goes on without
-    speculation until it stops. Each kind of fault is logged once, with its traceback;
-    ``counters`` keeps drafts by source, empty drafts and faults for metrics (an adapter
-    adds the faults of its own code around the proposer with :meth:`record_fault`).
+    speculation until it stops. A bad draft (not a :class:`Draft`, tokens that are not a
+    tuple of Python ints in ``[0, MAX_TOKEN_ID]``, more tokens than asked: see
+    :func:`specplug.check_draft`) becomes that row's empty draft, so no bad token reaches an
+    engine; it counts as a fault and in ``counters["bad_drafts"]``. Each kind of fault is
+    logged once, with its traceback; ``counters`` keeps drafts by source, empty drafts and
+    faults for metrics (an adapter adds the faults of its own code around the proposer with
+    :meth:`record_fault`). Safe to call from several threads (the counters are updated
+    under a lock; the proposer keeps its own).
 
     >>> from specplug import create
     >>> guarded = GuardedProposer(create("ngram"))
@@ -39,6 +45,17 @@ class GuardedProposer:
         self._disabled: set[RequestId] = set()
         self._logged: set[tuple[str, ...]] = set()
         self._log = logger
+        self._count_lock = threading.Lock()
+
+    @property
+    def proposer(self):
+        return self._proposer
+
+    @proposer.setter
+    def proposer(self, proposer) -> None:
+        self._proposer = proposer
+        # Proposer.propose checks its drafts itself; anything else is checked here
+        self._checks_drafts = not (isinstance(proposer, Proposer) and type(proposer).propose is Proposer.propose)
 
     @property
     def name(self) -> str:
@@ -68,13 +85,21 @@ class GuardedProposer:
 
     def _counted(self, key: tuple[str, ...]) -> bool:
         """Count a fault; true the first time a fault of this key is seen (it is to be logged)."""
-        self.counters["faults"] += 1
-        if key in self._logged:
-            return False
-        self._logged.add(key)
-        return True
+        with self._count_lock:
+            self.counters["faults"] += 1
+            if key in self._logged:
+                return False
+            self._logged.add(key)
+            return True
+
+    def _add(self, key: str, amount: int = 1) -> None:
+        with self._count_lock:
+            self.counters[key] += amount
 
     def _fault(self, action: str, request_id: RequestId, error: BaseException) -> None:
+        if isinstance(error, InvalidDraftError):
+            self._bad_draft(action, request_id, error)
+            return
         if self._counted(("proposer", action, type(error).__name__)):
             self._log.warning(
                 "specplug proposer %s raised in %s() for request %r; drafting skipped "
@@ -85,7 +110,32 @@ class GuardedProposer:
                 exc_info=error,
             )
 
+    def _bad_draft(self, action: str, request_id: RequestId, error: InvalidDraftError) -> None:
+        self._add("bad_drafts")
+        if self._counted(("draft", action, error.kind)):
+            self._log.warning(
+                "specplug proposer %s made a bad draft in %s() for request %r (%s): %s; that draft is "
+                "dropped (logged once per kind of bad draft)",
+                self.name,
+                action,
+                request_id,
+                error.kind,
+                error,
+            )
+
+    def _unhashable(self, action: str, request_id: object) -> bool:
+        """True (and a fault counted) when ``request_id`` cannot be a request id."""
+        try:
+            hash(request_id)
+        except TypeError:
+            error = RequestStateError(f"request_id {request_id!r:.60} is not hashable; use a str or an int")
+            self._fault(action, "<unhashable>", error)
+            return True
+        return False
+
     def start(self, request_id: RequestId, prompt_ids: Sequence[int]) -> None:
+        if self._unhashable("start", request_id):
+            return
         self._disabled.discard(request_id)
         try:
             self.proposer.start(request_id, prompt_ids)
@@ -94,23 +144,31 @@ class GuardedProposer:
             self._disabled.add(request_id)
 
     def propose(self, request_id: RequestId, max_tokens: int) -> Draft:
-        if request_id in self._disabled:
-            self.counters["empty_drafts"] += 1
+        if self._unhashable("propose", request_id) or request_id in self._disabled:
+            self._add("empty_drafts")
             return Draft((), self.name, 0.0)
+        draft = self._propose(request_id, max_tokens)
+        with self._count_lock:
+            if draft.tokens:
+                self.counters[f"drafts.{draft.source}"] += 1
+                self.counters["draft_tokens"] += len(draft.tokens)
+            else:
+                self.counters["empty_drafts"] += 1
+        return draft
+
+    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
+        """The proposer's draft, checked; an empty one where it raised or drafted badly."""
         try:
             draft = self.proposer.propose(request_id, max_tokens)
+            if self._checks_drafts:
+                draft = check_draft(draft, max_tokens, self.name)
         except Exception as error:  # noqa: BLE001
             self._fault("propose", request_id, error)
             draft = Draft((), self.name, 0.0)
-        if draft.tokens:
-            self.counters[f"drafts.{draft.source}"] += 1
-            self.counters["draft_tokens"] += len(draft.tokens)
-        else:
-            self.counters["empty_drafts"] += 1
         return draft
 
     def extend(self, request_id: RequestId, token_ids: Sequence[int]) -> int:
-        if request_id in self._disabled:
+        if self._unhashable("extend", request_id) or request_id in self._disabled:
             return 0
         try:
             return self.proposer.extend(request_id, token_ids)
@@ -120,6 +178,8 @@ class GuardedProposer:
             return 0
 
     def stop(self, request_id: RequestId) -> None:
+        if self._unhashable("stop", request_id):
+            return
         self._disabled.discard(request_id)
         if request_id not in self.proposer:  # its start failed: nothing to free
             return
@@ -129,7 +189,10 @@ class GuardedProposer:
             self._fault("stop", request_id, error)
 
     def __contains__(self, request_id: object) -> bool:
-        return request_id in self.proposer
+        try:
+            return request_id in self.proposer
+        except TypeError:  # unhashable: never a request
+            return False
 
     def step_batch(self, step: BatchStep) -> BatchDrafts:
         """One engine step for the batch (:meth:`Proposer.step_batch`), faults isolated.
@@ -139,6 +202,14 @@ class GuardedProposer:
         without drafts until they stop. Any other proposer is driven per request through this
         guard's ``stop``/``start``/``extend``/``propose``, so a fault costs only its request.
         """
+        try:  # hashing the tuple hashes every id in C; the sets below would raise a bare TypeError
+            hash(tuple(step.request_ids))
+            if step.started or step.stopped:
+                hash((tuple(request_id for request_id, _ in step.started), tuple(step.stopped)))
+        except TypeError:
+            error = RequestStateError("a batch step names a request_id that is not hashable; use a str or an int")
+            self._fault("step_batch", "<unhashable>", error)
+            return _empty_drafts(step.rows, int(step.limits.max()) if step.rows else 0, self.name)
         if _has_batch_path(self.proposer):
             drafts = self._step_batched(step)
         else:
@@ -161,12 +232,7 @@ class GuardedProposer:
             limit = int(step.limits[row])
             draft = empty
             if limit > 0 and request_id not in self._disabled:
-                try:
-                    draft = self.proposer.propose(request_id, limit)
-                except Exception as error:  # noqa: BLE001
-                    self._fault("propose", request_id, error)
-                if len(draft.tokens) > limit:  # a proposer that overshoots is cut, never passed on
-                    draft = replace(draft, tokens=draft.tokens[:limit])
+                draft = self._propose(request_id, limit)
             drafts.append(draft)
         return BatchDrafts.from_drafts(drafts, accepted, int(step.limits.max()) if step.rows else 0)
 
@@ -190,6 +256,7 @@ class GuardedProposer:
             self._disabled.update(step.request_ids)
             self._disabled.update(request_id for request_id, _ in step.started)
             return _empty_drafts(rows, width, self.name)
+        got = self._clean(got, call)
         if keep is None:
             return got
         out = _empty_drafts(rows, width, self.name)
@@ -204,22 +271,46 @@ class GuardedProposer:
             sources[row] = got.sources[position]
         return BatchDrafts(out.tokens, out.lengths, out.accepted, sources, out.scores, out.needs_neural)
 
+    def _clean(self, got: object, step: BatchStep) -> BatchDrafts:
+        """A batch path's drafts, with every bad row's draft emptied (and each counted)."""
+        try:
+            return check_batch_drafts(got, step.limits, self.name)
+        except InvalidDraftError as error:
+            if not isinstance(got, BatchDrafts) or len(got) != step.rows:
+                self._bad_draft("step_batch", f"<{step.rows} rows>", error)
+                return _empty_drafts(step.rows, int(step.limits.max()) if step.rows else 0, self.name)
+        drafts = []
+        for row, request_id in enumerate(step.request_ids):
+            try:
+                if got._drafts is None and not 0 <= int(got.lengths[row]) <= min(int(step.limits[row]), got.tokens.shape[1]):
+                    raise InvalidDraftError(
+                        "too long", f"{self.name} drafted {int(got.lengths[row])} tokens where {int(step.limits[row])} were asked for"
+                    )
+                drafts.append(check_draft(got.draft(row), int(step.limits[row]), self.name))
+            except Exception as error:  # noqa: BLE001 - a row that cannot even be read is as bad
+                if not isinstance(error, InvalidDraftError):
+                    error = InvalidDraftError("not a Draft", f"row {row} of the batch drafts cannot be read: {error!r:.80}")
+                self._bad_draft("step_batch", request_id, error)
+                drafts.append(Draft((), self.name, 0.0))
+        return BatchDrafts.from_drafts(drafts, got.accepted, int(step.limits.max()) if step.rows else 0)
+
     def _count(self, drafts: BatchDrafts, limits: np.ndarray) -> None:
         lengths = drafts.lengths
         drafted = np.flatnonzero(lengths)
         # rows given no room (limit 0) only gained tokens: not an empty draft
         empty = int(np.count_nonzero(limits)) - len(drafted)
-        if empty:
-            self.counters["empty_drafts"] += empty
-        if len(drafted):
-            self.counters["draft_tokens"] += int(lengths.sum())
-            sources = drafts.sources
-            first = sources[int(drafted[0])]
-            if all(sources[row] == first for row in drafted.tolist()):
-                self.counters[f"drafts.{first}"] += len(drafted)
-            else:
-                for row in drafted.tolist():
-                    self.counters[f"drafts.{sources[row]}"] += 1
+        with self._count_lock:
+            if empty:
+                self.counters["empty_drafts"] += empty
+            if len(drafted):
+                self.counters["draft_tokens"] += int(lengths.sum())
+                sources = drafts.sources
+                first = sources[int(drafted[0])]
+                if all(sources[row] == first for row in drafted.tolist()):
+                    self.counters[f"drafts.{first}"] += len(drafted)
+                else:
+                    for row in drafted.tolist():
+                        self.counters[f"drafts.{sources[row]}"] += 1
 
 
 def _has_batch_path(proposer: object) -> bool:

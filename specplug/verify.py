@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplug._contract import accepted_prefix
+from specplug._contract import accepted_prefix, as_token_array
 from specplug._errors import InvalidOptionError
 
 __all__ = ["Verdict", "verify_greedy", "verify_sampled"]
@@ -37,12 +37,14 @@ def verify_greedy(draft: Sequence[int], target_argmax: Sequence[int]) -> Verdict
     >>> verify_greedy([5, 6, 7], [5, 6, 9, 4])
     Verdict(accepted=2, tokens=(5, 6, 9))
     """
+    draft = as_token_array(draft, "draft").tolist()  # negative or float ids are errors, never truncated
+    target_argmax = as_token_array(target_argmax, "target_argmax").tolist()
     if len(target_argmax) != len(draft) + 1:
         raise InvalidOptionError(
             f"target_argmax has {len(target_argmax)} positions; a draft of {len(draft)} needs {len(draft) + 1}"
         )
     accepted = accepted_prefix(draft, target_argmax)
-    return Verdict(accepted, tuple(int(t) for t in draft[:accepted]) + (int(target_argmax[accepted]),))
+    return Verdict(accepted, tuple(draft[:accepted]) + (target_argmax[accepted],))
 
 
 def _check_distribution(name: str, rows: np.ndarray, count: int) -> None:
@@ -67,12 +69,17 @@ def verify_sampled(
     >>> verify_sampled([1], np.array([[0.0, 1.0], [1.0, 0.0]]), rng)
     Verdict(accepted=1, tokens=(1, 0))
     """
+    draft = as_token_array(draft, "draft").tolist()
     target = np.asarray(target_probs, dtype=np.float64)
     _check_distribution("target_probs", target, len(draft) + 1)
     vocab = target.shape[1]
     if draft_probs is not None:
         proposal = np.asarray(draft_probs, dtype=np.float64)
         _check_distribution("draft_probs", proposal, len(draft))
+        if proposal.shape[1] != vocab:  # up front: else a broadcast error only when a token is rejected
+            raise InvalidOptionError(
+                f"draft_probs has a vocabulary of {proposal.shape[1]}; target_probs has {vocab}, and they must match"
+            )
     emitted: list[int] = []
     for position, token in enumerate(draft):
         if not 0 <= token < vocab:

@@ -83,7 +83,9 @@ def load_cost_model(path: str | Path) -> LinearCostModel:
             loc = tuple(str(part) for part in item["loc"])
             field = ".".join(loc) or "(file)"
             line = _field_line(text, loc)
-            if item["type"] == "missing":
+            if not loc:  # a rule over the whole model
+                problems.append(f"{path}: {item['msg'].removeprefix('Value error, ')}")
+            elif item["type"] == "missing":
                 problems.append(f"{path}:{line}: field {field} is missing")
             elif item["type"] == "extra_forbidden":
                 problems.append(f"{path}:{line}: field {field} is not known")

@@ -109,6 +109,17 @@ class LinearCostModel(_Strict):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
+    @model_validator(mode="after")
+    def _steps_take_time(self) -> LinearCostModel:
+        # goodput is tokens per step time: a step that takes no time divides by zero
+        verify = self.verify
+        if verify.per_batched_token + verify.fixed + self.step_overhead_s <= 0:
+            raise ValueError(
+                "a step of one token takes no time (verify.per_batched_token, verify.fixed and step_overhead "
+                "are all 0); set at least one above 0"
+            )
+        return self
+
     def verify_time(self, batched_tokens: int, kv_tokens: int) -> float:
         term = self.verify
         return term.per_kv_token * kv_tokens + term.per_batched_token * batched_tokens + term.fixed

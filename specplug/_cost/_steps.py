@@ -2,13 +2,40 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import numpy as np
 
 from specplug._cost._linear import CostModel, LinearCostModel, check_draft_kind
+from specplug._errors import CostModelError
 
-__all__ = ["plain_step_time", "spec_step_time", "spec_step_times"]
+__all__ = ["checked_step_times", "plain_step_time", "spec_step_time", "spec_step_times"]
+
+
+def checked_step_times(model: CostModel) -> CostModel:
+    """``model`` if its steps take a finite, positive time, else a :class:`CostModelError`.
+
+    Goodput is tokens per step time: a model whose steps take no time (or nan, or inf) would
+    divide by zero, or compare nothing, at every step. Probed on a one-token step, where the
+    times are smallest.
+
+    >>> from specplug.cost import cost_model
+    >>> checked_step_times(cost_model("llama-3.1-8b-h100")).name
+    'llama-3.1-8b-h100'
+    """
+    try:
+        plain = float(plain_step_time(model, 1, 1))
+        drafted = float(spec_step_times(model, 1, 1, 1, ("lookup",))[1])
+    except Exception as error:  # noqa: BLE001 - a model that cannot price a step is unusable
+        raise CostModelError(f"cost model {getattr(model, 'name', model)!r:.60} cannot price a step: {error}") from None
+    for what, seconds in (("a plain step", plain), ("a one-token draft step", drafted)):
+        if not math.isfinite(seconds) or seconds <= 0:
+            raise CostModelError(
+                f"cost model {getattr(model, 'name', model)!r:.60} gives {what} {seconds!r} seconds; "
+                "step times must be finite and above 0"
+            )
+    return model
 
 
 def plain_step_time(model: CostModel, batch: int, context: int) -> float:

@@ -132,7 +132,8 @@ class EngineDrafting:
         The batch size (``batch_size``, else the number of rows) reaches the proposer through
         ``set_batch_size`` first, since a proposer that prices drafts prices them per batch.
         A row with no request id or no room (a limit below 1) gets an empty draft without
-        asking the proposer; every draft is cut to its row's limit. The rows asked go to the
+        asking the proposer; a draft longer than its row's limit, or otherwise bad, is dropped
+        (the guard's ``bad_drafts`` counter). The rows asked go to the
         proposer as one :meth:`specplug.Proposer.step_batch` with no new tokens.
         """
         self._pass_batch_size(len(rows) if batch_size is None else batch_size)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specplug._contract import Draft, Proposer, RequestId
+from specplug._contract import Draft, Proposer, RequestId, check_draft
 from specplug._cost._linear import CostModel
 from specplug._cost._steps import spec_step_times
 from specplug.proposers._parts import PositionStats, best_cut, checked_batch_size, estimate, optimism, score_band
@@ -208,7 +208,8 @@ class CompositeProposer(Proposer):
         _, k, expected = best_cut(neural_p[:longest], times(longest, with_neural))  # type: ignore[operator]
         # probing, the part drafts all it can and the tokens past the cut are scored too (they
         # cost nothing more where a head drafts its full length every step anyway)
-        neural = part.propose(request_id, longest if self.probe else k)
+        asked = longest if self.probe else k
+        neural = check_draft(part.propose(request_id, asked), asked, part.name)
         self.score_later(request, track, 0, neural.tokens)
         tokens, source = neural.tokens[:k], neural.source
         if confirmed is None or not tokens:

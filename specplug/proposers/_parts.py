@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from specplug._contract import check_batch_size
 from specplug._errors import InvalidOptionError
 
 __all__ = [
@@ -145,6 +146,4 @@ def best_cut(accepted: np.ndarray, times: np.ndarray) -> tuple[float, int, float
 
 def checked_batch_size(batch_size: object) -> int:
     """``batch_size`` if it is an int >= 1 (what ``set_batch_size()`` accepts), else a clear error."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidOptionError(f"batch_size = {batch_size!r} is not valid; it must be an int >= 1")
-    return batch_size
+    return check_batch_size(batch_size)

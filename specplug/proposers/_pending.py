@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["PendingDrafts"]
+__all__ = ["MAX_WAITING", "PendingDrafts"]
+
+#: most drafts waiting per request. A step adds one per track, and a draft waits at most as many
+#: steps as it has tokens, so an engine that extends after each propose keeps far fewer; an
+#: engine that proposes again and again without extending would otherwise pile them up (memory,
+#: and the time of the next extend)
+MAX_WAITING = 256
 
 
 @dataclass
@@ -54,9 +60,22 @@ class PendingDrafts:
         (``follow=False``: score it on the next tokens only)."""
         if not draft:
             return
-        if not self._drafts:
+        drafts = self._drafts
+        if not drafts:
             self._tail, self._tail_at = [], at
-        self._drafts.append(_Waiting(key, draft, at, follow))
+        # Proposing again before a token is verified drafts the same position again: the newer draft
+        # replaces the one of the same key there (scoring both would count that position twice).
+        # Drafts are added in position order, so those at ``at`` are the last ones.
+        for index in range(len(drafts) - 1, -1, -1):
+            entry = drafts[index]
+            if entry.at != at:
+                break
+            if entry.key == key:
+                del drafts[index]
+                break
+        drafts.append(_Waiting(key, draft, at, follow))
+        if len(drafts) > MAX_WAITING:  # the oldest goes unscored
+            del drafts[0]
 
     def extend(self, tokens: np.ndarray, at: int) -> Iterator[tuple[object, tuple[int, ...], list[int], int]]:
         """Record verified ``tokens`` (the first at position ``at``); yield each draft they reach."""

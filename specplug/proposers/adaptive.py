@@ -30,10 +30,11 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, field_validator
 
-from specplug._contract import Draft, Proposer, RequestId
+from specplug._contract import Draft, Proposer, RequestId, check_draft
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
+from specplug._cost._steps import checked_step_times
 from specplug.proposers._composite import CompositeProposer, CompositeRequest
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._parts import resolved
@@ -48,17 +49,17 @@ class AdaptiveOptions(MethodOptions):
     cost: CostModel | str = Field("llama-3.1-8b-h100", description="cost model, preset name or .toml path")
     batch_size: int = Field(1, ge=1, le=65536, description="requests the engine batches per step (set_batch_size() updates it)")
     max_positions: int = Field(16, ge=1, le=256, description="draft positions tracked (longest draft considered)")
-    prior: float = Field(0.6, gt=0, lt=1, description="acceptance per position before any is observed")
-    prior_weight: float = Field(4.0, gt=0, description="observations the pooled estimate is worth for a new request")
-    min_gain: float = Field(0.0, ge=0, description="speculate only when goodput beats plain decoding by this share")
+    prior: float = Field(0.6, gt=0, lt=1, allow_inf_nan=False, description="acceptance per position before any is observed")
+    prior_weight: float = Field(4.0, gt=0, le=1e6, allow_inf_nan=False, description="observations the pooled estimate is worth for a new request")
+    min_gain: float = Field(0.0, ge=0, le=100, allow_inf_nan=False, description="speculate only when goodput beats plain decoding by this share")
     explore: float = Field(
-        0.3, ge=0, description="optimism for rarely observed positions (UCB bonus scale), so a candidate judged early is retried"
+        0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for rarely observed positions (UCB bonus scale), so a candidate judged early is retried"
     )
     neural_probe: bool = Field(
         False, description="ask a neural drafter for its whole draft and score the tokens past the verified cut too"
     )
     half_life: float = Field(
-        16.0, ge=0, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
+        16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
 
     @field_validator("candidates", mode="before")
@@ -109,7 +110,7 @@ class AdaptiveProposer(CompositeProposer):
         self.kinds = [candidate.draft_kind for candidate in self.candidates]
         if "neural" in self.kinds:
             self.draft_kind = "neural"
-        self.cost: CostModel = resolved(options.cost, "cost")
+        self.cost: CostModel = checked_step_times(resolved(options.cost, "cost"))
         # a drafter with a fixed length (an MTP head drafts k tokens) is never asked for more
         self._longest = [candidate.max_draft_tokens for candidate in self.candidates]
 
@@ -124,7 +125,7 @@ class AdaptiveProposer(CompositeProposer):
         for index, candidate in enumerate(self.candidates):
             if self.kinds[index] == "lookup":
                 # lookups are cheap: each drafts, and is scored whether chosen or not
-                draft = candidate.propose(request_id, limit)
+                draft = check_draft(candidate.propose(request_id, limit), limit, candidate.name)
                 band = self.band(draft, limit)
                 self.score_later(request, index, band, draft.tokens)
                 lookups.append((index, draft, band))

@@ -39,10 +39,11 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from specplug._contract import Draft, Proposer, RequestId
+from specplug._contract import Draft, Proposer, RequestId, check_draft
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
+from specplug._cost._steps import checked_step_times
 from specplug.proposers._composite import CompositeProposer, CompositeRequest
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._parts import resolved
@@ -56,16 +57,16 @@ class HybridOptions(MethodOptions):
     neural_max_tokens: int | None = Field(
         None, ge=1, le=1024, description="tokens the neural head drafts per step (None: the step's max_tokens)"
     )
-    prior: float = Field(0.6, gt=0, lt=1, description="acceptance per draft position before any is observed")
-    prior_weight: float = Field(4.0, gt=0, description="observations the pooled estimate is worth for a new request")
-    explore: float = Field(0.3, ge=0, description="optimism for the neural drafter's rarely observed positions (UCB scale)")
+    prior: float = Field(0.6, gt=0, lt=1, allow_inf_nan=False, description="acceptance per draft position before any is observed")
+    prior_weight: float = Field(4.0, gt=0, le=1e6, allow_inf_nan=False, description="observations the pooled estimate is worth for a new request")
+    explore: float = Field(0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for the neural drafter's rarely observed positions (UCB scale)")
     neural_probe: bool = Field(
         False, description="ask a neural drafter for its whole draft and score the tokens past the verified cut too"
     )
     half_life: float = Field(
-        16.0, ge=0, description="a request's own counts halve in weight every this many drafts of a part (0: never)"
+        16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a part (0: never)"
     )
-    margin: float = Field(0.0, description="without a cost model: the lookup wins when its expectation >= the neural one - margin")
+    margin: float = Field(0.0, ge=-1024, le=1024, allow_inf_nan=False, description="without a cost model: the lookup wins when its expectation >= the neural one - margin")
     max_positions: int = Field(32, ge=1, le=1024, description="draft positions tracked")
     continue_with_lookup: bool = Field(True, description="extend a neural draft with the lookup's continuation where they agree")
     cost: CostModel | str | None = Field(
@@ -133,7 +134,8 @@ class HybridProposer(CompositeProposer):
             half_life=options.half_life,
             probe=options.neural_probe,
         )
-        self.cost: CostModel | None = resolved(options.cost, "cost")
+        cost = resolved(options.cost, "cost")
+        self.cost: CostModel | None = None if cost is None else checked_step_times(cost)
 
     def acceptance(self, request_id: RequestId, lookup_band: int, *, optimistic: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Estimated acceptance per draft position of a lookup draft in ``lookup_band`` and of a
@@ -152,7 +154,8 @@ class HybridProposer(CompositeProposer):
         return lookup_expected, neural_expected
 
     def _choose(self, request_id: RequestId, request: CompositeRequest, limit: int) -> Draft:
-        lookup = self.lookup.propose(request_id, limit)
+        # parts' drafts are checked here too: a part that overrides propose() skips its own check
+        lookup = check_draft(self.lookup.propose(request_id, limit), limit, self.lookup.name)
         band = self.band(lookup, limit)
         self.score_later(request, LOOKUP, band, lookup.tokens)
         neural_tokens = min(limit, self.options.neural_max_tokens or self.neural.max_draft_tokens or limit)
@@ -163,7 +166,7 @@ class HybridProposer(CompositeProposer):
         )
         if lookup.tokens and lookup_expected >= neural_expected - self.options.margin:
             return Draft(lookup.tokens, lookup.source, lookup_expected, needs_neural=False)
-        neural = self.neural.propose(request_id, neural_tokens)
+        neural = check_draft(self.neural.propose(request_id, neural_tokens), neural_tokens, self.neural.name)
         self.score_later(request, NEURAL, 0, neural.tokens)
         tokens, source = neural.tokens, neural.source
         if (

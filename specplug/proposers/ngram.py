@@ -26,7 +26,7 @@ class NgramOptions(MethodOptions):
     min_n: int = Field(2, ge=1, le=64, description="shortest suffix n-gram to look up")
     max_n: int = Field(4, ge=1, le=64, description="longest suffix n-gram to look up (tried first)")
     max_tokens: int = Field(8, ge=1, le=1024, description="most tokens in one draft")
-    min_hits: int = Field(1, ge=1, description="earlier occurrences an n-gram needs before it drafts")
+    min_hits: int = Field(1, ge=1, le=1 << 30, description="earlier occurrences an n-gram needs before it drafts")
     implementation: str = Field("fast", pattern="^(fast|reference)$", description="fast (numba) or reference")
 
     @model_validator(mode="after")
@@ -226,7 +226,9 @@ class NgramProposer(Proposer):
 
     def state_nbytes(self, request_id: RequestId) -> int:
         """Bytes held for one request (tokens and tables)."""
-        return self._index[request_id].nbytes()
+        with self._lock:
+            self._check_live(request_id, "state_nbytes")
+            return self._index[request_id].nbytes()
 
 
 class ReferenceNgramProposer(Proposer):

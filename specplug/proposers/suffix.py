@@ -45,12 +45,12 @@ class SuffixOptions(MethodOptions):
     long_match: int = Field(6, ge=0, le=256, description="long anchor, looked up first (0: off)")
     max_candidates: int = Field(64, ge=1, le=4096, description="most recent occurrences that vote")
     max_tokens: int = Field(16, ge=1, le=1024, description="most tokens in one draft")
-    max_spec_factor: float = Field(4.0, ge=0, description="draft length may grow to this times the match length")
-    max_spec_offset: float = Field(0.0, description="... plus this many tokens")
-    min_token_prob: float = Field(0.1, ge=0, le=1, description="stop when a draft token's estimated probability falls below")
+    max_spec_factor: float = Field(4.0, ge=0, le=1024, allow_inf_nan=False, description="draft length may grow to this times the match length")
+    max_spec_offset: float = Field(0.0, ge=-1024, le=1024, allow_inf_nan=False, description="... plus this many tokens")
+    min_token_prob: float = Field(0.1, ge=0, le=1, allow_inf_nan=False, description="stop when a draft token's estimated probability falls below")
     global_cache: bool = Field(True, description="also look up the outputs of finished requests")
-    max_cached_requests: int = Field(10_000, ge=0, description="finished requests kept in the global cache")
-    max_cache_bytes: int = Field(64 << 20, ge=4096, description="memory cap of the global cache")
+    max_cached_requests: int = Field(10_000, ge=0, le=1 << 32, description="finished requests kept in the global cache")
+    max_cache_bytes: int = Field(64 << 20, ge=4096, le=1 << 40, description="memory cap of the global cache")
     implementation: str = Field("fast", pattern="^(fast|reference)$", description="fast (numba) or reference")
 
     @model_validator(mode="after")
@@ -228,7 +228,9 @@ class SuffixProposer(Proposer):
 
     def state_nbytes(self, request_id: RequestId) -> int:
         """Bytes held for one request (its ring, chains and head table)."""
-        return self._requests[request_id].nbytes()
+        with self._lock:
+            self._check_live(request_id, "state_nbytes")
+            return self._requests[request_id].nbytes()
 
 
 # --------------------------------------------------------------------------- reference

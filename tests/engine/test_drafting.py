@@ -96,15 +96,17 @@ def test_a_set_batch_size_that_raises_is_counted_once_and_not_asked_again(caplog
     ]
 
 
-def test_rows_without_request_or_room_get_empty_drafts_and_drafts_are_cut():
+def test_rows_without_request_or_room_get_empty_drafts_and_overlong_drafts_are_dropped():
     class Overshoots(Scripted):
         def _propose(self, request_id, max_tokens):
-            return Draft((1, 2, 3, 4, 5), self.name)  # ignores max_tokens
+            return Draft((1, 2, 3, 4, 5)[: max_tokens + 3], self.name)  # ignores max_tokens
 
     drafting = started(Overshoots({}), "a")
     drafts = drafting.draft([("a", 2), (None, 4), ("a", 0)])
-    assert [draft.tokens for draft in drafts] == [(1, 2), (), ()]
-    assert drafting.counters["empty_drafts"] == 0  # rows that were not asked are not counted as empty drafts
+    # a draft longer than asked is a bad draft: none of it reaches the engine
+    assert [draft.tokens for draft in drafts] == [(), (), ()]
+    assert drafting.counters["bad_drafts"] == 1 and drafting.counters["empty_drafts"] == 1
+    # rows that were not asked are not counted as empty drafts
 
 
 def test_sync_then_draft_over_a_batch_and_close():

@@ -1,0 +1,133 @@
+"""No bad draft reaches an engine: Proposer.propose rejects it, the guard empties that row only."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+import specplug
+from specplug import BatchStep, Draft, GuardedProposer, InvalidDraftError
+from specplug.engine import EngineDrafting
+from tests.hardening._bad import BAD_DRAFTS, GOOD, BadBatchRows, BadDrafts, UncheckedBadDrafts
+
+KINDS = sorted(BAD_DRAFTS)
+
+
+def valid(draft: Draft, limit: int) -> bool:
+    return (
+        isinstance(draft, Draft) and type(draft.tokens) is tuple and len(draft.tokens) <= limit
+        and all(type(token) is int and 0 <= token <= specplug.MAX_TOKEN_ID for token in draft.tokens)
+    )
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_propose_rejects_a_bad_draft_naming_it(kind):
+    proposer = BadDrafts()
+    proposer.start(kind, [1, 2, 3])
+    with pytest.raises(InvalidDraftError) as raised:
+        proposer.propose(kind, 8)
+    assert raised.value.kind in ("not a Draft", "tokens not a tuple", "token not an int", "token out of range", "too long")
+    assert "\n" not in str(raised.value)
+    assert proposer.extend(kind, [4]) == 0  # the request goes on, with no draft pending
+
+
+@pytest.mark.parametrize("proposer_class", [BadDrafts, UncheckedBadDrafts])
+def test_the_guard_turns_each_bad_draft_into_that_requests_empty_draft(proposer_class, caplog):
+    guard = GuardedProposer(proposer_class())
+    for kind in [*KINDS, "good"]:
+        guard.start(kind, [1, 2, 3])
+    with caplog.at_level(logging.WARNING, logger="specplug"):
+        for _ in range(2):  # twice: each kind is logged once
+            drafts = {kind: guard.propose(kind, 8) for kind in [*KINDS, "good"]}
+    assert drafts.pop("good").tokens == GOOD.tokens
+    assert all(draft.tokens == () for draft in drafts.values())
+    assert guard.counters["bad_drafts"] == 2 * len(KINDS) == guard.counters["faults"]
+    logged = [record.getMessage() for record in caplog.records]
+    kinds = set()
+    for bad in BAD_DRAFTS.values():
+        with pytest.raises(InvalidDraftError) as raised:
+            specplug.check_draft(bad, 8)
+        kinds.add(raised.value.kind)
+    assert len(kinds) == 5 and len(logged) == len(kinds)  # once per kind of bad draft
+    assert all(any(f"({kind})" in message for message in logged) for kind in kinds)
+    assert all("bad draft" in message for message in logged)
+
+
+@pytest.mark.parametrize("proposer_class", [BadDrafts, UncheckedBadDrafts, BadBatchRows])
+def test_one_bad_row_costs_only_its_own_draft_in_an_engine_step(proposer_class):
+    drafting = EngineDrafting(proposer_class())
+    ids = [*KINDS, "good-1", "good-2"]
+    histories = np.array([[1, 2, 3, 7, 7]] * len(ids))
+    limits = [4] * len(ids)
+    for length in (3, 4, 5):  # each step, every row gains a token
+        drafts = drafting.step([[histories[0, length - 1]]] * len(ids), [length] * len(ids), histories, limits, ids)
+        assert all(valid(draft, 4) for draft in drafts)
+        by_id = dict(zip(ids, drafts))
+        assert by_id["good-1"].tokens == by_id["good-2"].tokens == GOOD.tokens
+        bad = ("negative", "too-long", "huge") if proposer_class is BadBatchRows else KINDS
+        assert all(by_id[kind].tokens == () for kind in bad)
+    assert drafting.counters["bad_drafts"] > 0
+
+
+def test_a_batch_path_that_returns_no_batch_drafts_gives_empty_rows():
+    class NotABatch(BadDrafts):
+        def _step_batch(self, step):
+            self._step_lifecycle(step)
+            return None
+
+    guard = GuardedProposer(NotABatch())
+    got = guard.step_batch(BatchStep.of(["a", "b"], [[], []], [4, 4], started=[("a", [1]), ("b", [2])]))
+    assert got.lengths.tolist() == [0, 0] and guard.counters["bad_drafts"] == 1
+    assert guard.step_batch(BatchStep.of(["a"], [[5]], [4])).lengths.tolist() == [0]
+    assert "a" in guard.proposer  # a bad result is not a fault of the request's state: it goes on
+
+
+def test_unhashable_request_ids_are_a_counted_fault_not_a_type_error():
+    guard = GuardedProposer(specplug.create("ngram"))
+    guard.start(["a"], [1, 2])
+    assert guard.propose(["a"], 4).tokens == ()
+    assert guard.extend(["a"], [3]) == 0
+    guard.stop(["a"])
+    assert ["a"] not in guard
+    got = guard.step_batch(BatchStep(request_ids=[["a"]], new_tokens=np.empty(0, dtype=np.int64),
+                                     offsets=np.zeros(2, dtype=np.int64), limits=np.array([4])))
+    assert got.lengths.tolist() == [0]
+    assert guard.counters["faults"] == 5
+    with pytest.raises(specplug.RequestStateError, match="not hashable"):
+        specplug.create("ngram").start({"a": 1}, [1])
+
+
+class OverDraftingHead(specplug.Proposer):
+    """A neural part that drafts 20 tokens whatever it is asked for, and skips the base check."""
+
+    name = "head"
+    draft_kind = "neural"
+
+    def _start(self, request_id, prompt):
+        pass
+
+    def _propose(self, request_id, max_tokens):
+        return Draft(tuple(range(100, 120)), self.name)
+
+    def _extend(self, request_id, tokens):
+        pass
+
+    def _stop(self, request_id):
+        pass
+
+    def propose(self, request_id, max_tokens):
+        return self._propose(request_id, max_tokens)
+
+
+@pytest.mark.parametrize("cost", [None, "llama-3.1-8b-h100"])
+def test_the_hybrid_never_passes_on_an_over_drafting_heads_extra_tokens(cost):
+    hybrid = specplug.create("hybrid", neural=OverDraftingHead(), lookup="ngram", neural_max_tokens=4, cost=cost)
+    guard = GuardedProposer(hybrid)
+    guard.start("r", [1, 2, 3, 4, 5, 6, 7, 8])  # nothing repeats: the lookup has no draft, the head is asked
+    for _ in range(3):
+        draft = guard.propose("r", 20)
+        assert not set(draft.tokens) & set(range(104, 120))
+        guard.extend("r", [9])
+    assert guard.counters["bad_drafts"] >= 1
