@@ -34,6 +34,7 @@ ENGINE_GROUPS = ("vllm.general_plugins", "sglang.srt.plugins", "specplug")
 # Runs inside the fresh venv; prints what the installed package resolves, as JSON.
 PROBE = r"""
 import json
+import pkgutil
 from importlib import metadata
 from pathlib import Path
 
@@ -45,6 +46,10 @@ from specplug.lab.bench._tracegen import PROMPT_SETS, load_prompt_sets
 from specplug.lab.llamacpp._prompts import load_prompts, shipped_prompts
 from specplug_adapters.trtllm._schema import load_schema
 
+packages = sorted(
+    info.name for top in (specplug, specplug_adapters, specplug_presets)
+    for info in pkgutil.walk_packages(top.__path__, top.__name__ + ".") if info.ispkg
+) + ["specplug", "specplug_adapters", "specplug_presets"]
 points = {}
 for group in GROUPS:
     for point in metadata.entry_points(group=group):
@@ -55,6 +60,7 @@ for group in GROUPS:
 raw = Path(str(shipped_prompts("code_edit"))).parent
 print(json.dumps({
     "files": [specplug.__file__, specplug_adapters.__file__, specplug_presets.__file__],
+    "packages": sorted(packages),
     "entry_points": points,
     "presets": sorted(f"{p.engine}/{p.name}" for p in list_presets() if p.text.strip()),
     "cost_models": sorted(cost_models()),
@@ -107,6 +113,15 @@ def test_the_installed_wheel_is_what_runs(venv: Path, probe: dict) -> None:
     for file in probe["files"]:
         assert Path(file).is_relative_to(venv), f"{file} is not from the installed wheel"
         assert not Path(file).is_relative_to(ROOT)
+
+
+def test_every_package_of_the_checkout_is_in_the_wheel(probe: dict) -> None:
+    imports = {"specplug": "specplug", "adapters": "specplug_adapters", "presets": "specplug_presets"}
+    checkout = {
+        ".".join((imports[init.relative_to(ROOT).parts[0]], *init.relative_to(ROOT).parts[1:-1]))
+        for top in imports for init in (ROOT / top).rglob("__init__.py")
+    }
+    assert checkout <= set(probe["packages"]), sorted(checkout - set(probe["packages"]))
 
 
 def test_specplug_methods_runs_from_the_wheel(venv: Path) -> None:

@@ -36,5 +36,6 @@ def test_verbose_shows_the_engine_logs_and_writes_no_file(smollm2, tmp_path):
                "--rounds", "1", "--n-predict", "8", "--log", str(log), "--verbose"]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "llama_model_loader" in result.stderr and "... round 1/1, prompt 1: plain" in result.stderr
+    # model loading itself stays quiet: llama-cpp-python silences it with verbose=False
+    assert "llama_context" in result.stderr and "... round 1/1, prompt 1: plain" in result.stderr
     assert not log.exists()
