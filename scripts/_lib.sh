@@ -61,7 +61,7 @@ build_in() {  # build_in PYTHON LABEL LOG ARGS...: pip install that compiles, sh
     while IFS= read -r line; do
         if [[ $line =~ ^[[:space:]]*\[([0-9]+)/([0-9]+)\] ]]; then
             percent=$((100 * BASH_REMATCH[1] / BASH_REMATCH[2]))
-        elif [[ $line =~ ^\[[[:space:]]*([0-9]+)%\] ]]; then
+        elif [[ $line =~ ^[[:space:]]*\[[[:space:]]*([0-9]+)%\] ]]; then
             percent=${BASH_REMATCH[1]}
         else
             continue
