@@ -164,7 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     model = Path(args.model)
     prompts_file = Path(args.prompts) if args.prompts else shipped_prompts("code_edit")
     results: dict[str, object] = {"model": model.name, "prompts": prompts_file.name, "rounds": args.rounds}
-    print(f"specplug demo: {model.name}, {args.rounds} rounds, greedy, one thread; speedups are tokens per CPU-second against plain in the same round")
+    rounds = f"{args.rounds} round{'' if args.rounds == 1 else 's'}"
+    print(f"specplug demo: {model.name}, {rounds}, greedy, one thread; speedups are tokens per CPU-second against plain in the same round")
     with ExitStack() as stack:
         engine_log = sys.stderr if args.verbose else stack.enter_context(Path(args.log).open("w", encoding="utf-8"))
         if args.only in (None, "server"):
