@@ -29,9 +29,54 @@ imports() {  # imports PYTHON CODE: true when CODE runs there without an error (
     "$1" -c "$2" >/dev/null 2>&1
 }
 
+# pip's options for every install here: no version nag, no warning about running as root (CI does)
+PIP_QUIET_OPTIONS=(--disable-pip-version-check --root-user-action=ignore)
+
+pip_noise() {  # a filter for pip's stderr: drops the warnings that say nothing about this install
+    # this machine's pip config lists local indexes that hold only some packages; pip warns per miss
+    grep -v -e "is ignored: it is neither" -e "^WARNING: Running pip as the 'root' user" >&2 || true
+}
+
 pip_in() {  # pip_in PYTHON ARGS...: a quiet pip install into that interpreter's environment
     local py=$1
     shift
-    # this machine's pip config lists local indexes that hold only some packages; pip warns per miss
-    "$py" -m pip install --quiet --disable-pip-version-check "$@" 2> >(grep -v "is ignored: it is neither" >&2)
+    "$py" -m pip install --quiet "${PIP_QUIET_OPTIONS[@]}" "$@" 2> >(pip_noise)
+}
+
+elapsed() {  # elapsed START_SECONDS: the time since $SECONDS was START_SECONDS, as 3m07s
+    local s=$((SECONDS - $1))
+    printf '%dm%02ds' $((s / 60)) $((s % 60))
+}
+
+build_in() {  # build_in PYTHON LABEL LOG ARGS...: pip install that compiles, showing its progress
+    # pip -v's full output goes to LOG; the console gets one line per tenth of the compile, read
+    # from the build tool's own counters: ninja's "[12/140]" and make's "[ 12%]"
+    local py=$1 label=$2 log=$3 start=$SECONDS shown=0 percent line
+    shift 3
+    mkdir -p "$(dirname "$log")"
+    : >"$log"  # there before tail follows it
+    set +e
+    "$py" -m pip install -v "${PIP_QUIET_OPTIONS[@]}" "$@" >"$log" 2>&1 &
+    local pid=$!
+    while IFS= read -r line; do
+        if [[ $line =~ ^[[:space:]]*\[([0-9]+)/([0-9]+)\] ]]; then
+            percent=$((100 * BASH_REMATCH[1] / BASH_REMATCH[2]))
+        elif [[ $line =~ ^[[:space:]]*\[[[:space:]]*([0-9]+)%\] ]]; then
+            percent=${BASH_REMATCH[1]}
+        else
+            continue
+        fi
+        if ((percent >= shown + 10)); then
+            shown=$((percent / 10 * 10))
+            step "  $label: compiled ${shown}% ($(elapsed "$start"))"
+        fi
+    done < <(tail -n +1 --pid=$pid -f "$log")
+    wait $pid
+    local status=$?
+    set -e
+    if [ $status -ne 0 ]; then
+        grep -v -e "is ignored: it is neither" "$log" | tail -n 30 >&2
+        echo "$SETUP_NAME: building $label failed (exit $status); its full log: $log" >&2
+        exit $status
+    fi
 }

@@ -3,9 +3,14 @@
 # Idempotent: a second run only re-checks the install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/_lib.sh
 PYTHON=${PYTHON:-python3}
+START=$SECONDS
 if [ ! -x .venv/bin/python ]; then
+    step "creating .venv"
     "$PYTHON" -m venv .venv
-    .venv/bin/python -m pip install --quiet --upgrade pip
+    pip_in .venv/bin/python --upgrade pip
 fi
-.venv/bin/python -m pip install --quiet -e ".[test,bench]"
+step "installing specplug (editable) with its test and bench extras"
+pip_in .venv/bin/python -e ".[test,bench]"
+step "done in $(elapsed $START)"

@@ -232,12 +232,16 @@ class LlamaServer:
             return 0.0
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime, in ticks
 
-    def log_tail(self, lines: int = 20) -> str:
-        """The last lines the server printed."""
+    def log_text(self) -> str:
+        """Everything the server printed so far (kept after :meth:`stop`, until the next start)."""
         if self._log is None:
             return ""
         self._log.seek(0)
-        return "\n".join(self._log.read().decode(errors="replace").splitlines()[-lines:])
+        return self._log.read().decode(errors="replace")
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines the server printed."""
+        return "\n".join(self.log_text().splitlines()[-lines:])
 
     # ---------------------------------------------------------------------- HTTP
     def _request(self, method: str, path: str, payload: dict[str, Any] | None, *, timeout: float) -> dict[str, Any]:

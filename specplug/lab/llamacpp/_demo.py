@@ -10,6 +10,9 @@ Two comparisons, each in one run with interleaved rounds and one thread:
 Run it with ``scripts/demo.sh`` (which installs everything first), or::
 
     .venv/bin/python -m specplug.lab.llamacpp._demo --model .models/gemma-3-270m-q4_k_m.gguf
+
+The console gets a progress bar per comparison, then its table; the engines' own logs go to a
+file named at the end (``--log``), or to the console with ``--verbose``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,14 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TextIO
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from specplug._outputs import check_output, write_text_atomic
 from specplug._presets import load_preset
@@ -27,6 +37,7 @@ from specplug.lab.llamacpp._measure import Measurement, Setting, measure_setting
 from specplug.lab.llamacpp._prompts import load_prompts, shipped_prompts
 
 ROOT = Path(__file__).resolve().parents[3]
+DEFAULT_LOG = Path(tempfile.gettempdir()) / "specplug-demo-engines.log"
 HAND_BEST = Setting(
     "llama.cpp ngram-map-k n4 m16 (best by hand)",
     ("--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", "4", "--spec-ngram-map-k-size-m", "16"),
@@ -57,7 +68,27 @@ def _line(label: str, a: Measurement, b: Measurement) -> str:
     return f"  {label}: {median:.2f}x (tokens per CPU-second; range {low:.2f}-{high:.2f} over {len(a.ratios)} rounds)"
 
 
-def run_server(model: Path, prompts_file: Path, args: argparse.Namespace) -> dict[str, Measurement]:
+@contextmanager
+def _steps(title: str, total: int, verbose: bool) -> Iterator[Callable[[str], None]]:
+    """What the measurement calls before each step: a progress bar, or with ``verbose`` a line."""
+    if verbose:
+        yield lambda message: print(f"  ... {message}", file=sys.stderr, flush=True)
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(title, total=total)
+        started = 0
+
+        def step(message: str) -> None:
+            nonlocal started
+            # called as a step starts: the bar counts the steps finished before it
+            bar.update(task, completed=started, description=f"{title}: {message}"[:72])
+            started += 1
+
+        yield step
+
+
+def run_server(model: Path, prompts_file: Path, args: argparse.Namespace, engine_log: TextIO) -> dict[str, Measurement]:
     prompts = load_prompts(prompts_file)
     tuned = load_preset("llama-server", args.preset)
     settings = [
@@ -66,9 +97,11 @@ def run_server(model: Path, prompts_file: Path, args: argparse.Namespace) -> dic
         HAND_BEST,
         Setting(f"specplug preset {tuned.name} (tuned)", tuple(tuned.flags())),
     ]
-    rows = measure_settings(
-        model, settings, prompts, n_predict=args.n_predict, rounds=args.rounds, threads=1, progress=_progress
-    )
+    with _steps("llama-server", args.rounds * len(prompts) * len(settings), args.verbose) as progress:
+        rows = measure_settings(
+            model, settings, prompts, n_predict=args.n_predict, rounds=args.rounds, threads=1,
+            progress=progress, engine_log=engine_log,
+        )  # fmt: skip
     named = dict(zip(("plain", "default", "hand", "tuned"), rows))
     print(_table(f"\nllama-server, {model.name}, {len(prompts)} code-edit prompts x {args.n_predict} tokens, 1 thread", rows))
     print(_line("specplug tuned preset vs --spec-default", named["tuned"], named["default"]))
@@ -76,11 +109,11 @@ def run_server(model: Path, prompts_file: Path, args: argparse.Namespace) -> dic
     return named
 
 
-def run_inprocess(model: Path, prompts_file: Path, args: argparse.Namespace) -> dict[str, Measurement]:
+def run_inprocess(model: Path, prompts_file: Path, args: argparse.Namespace, engine_log: TextIO) -> dict[str, Measurement]:
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
     from specplug_adapters.llamacpp import SpecplugDraftModel
-    from specplug.lab.llamacpp._inprocess import CountingDraftModel, measure_draft_models
+    from specplug.lab.llamacpp._inprocess import CountingDraftModel, llama_cpp_log_to, measure_draft_models
 
     options = json.loads(args.options)
     # each generation gets a fresh drafter (nothing learnt about one prompt's text helps the
@@ -95,17 +128,12 @@ def run_inprocess(model: Path, prompts_file: Path, args: argparse.Namespace) -> 
         ),
     }
     texts = [prompt.text or "" for prompt in load_prompts(prompts_file)]
-    rows = measure_draft_models(
-        model, factories, texts, n_predict=args.n_predict, rounds=args.rounds, progress=_progress
-    )
+    with llama_cpp_log_to(engine_log), _steps("llama-cpp-python", args.rounds * len(texts) * len(factories), args.verbose) as progress:
+        rows = measure_draft_models(model, factories, texts, n_predict=args.n_predict, rounds=args.rounds, progress=progress)
     named = dict(zip(("plain", "pld", "specplug"), rows))
     print(_table(f"\nllama-cpp-python, {model.name}, {len(texts)} code-edit prompts x {args.n_predict} tokens, 1 thread", rows))
     print(_line("specplug drafter vs LlamaPromptLookupDecoding", named["specplug"], named["pld"]), flush=True)
     return named
-
-
-def _progress(message: str) -> None:
-    print(f"  ... {message}", file=sys.stderr, flush=True)
 
 
 def _summary(named: dict[str, Measurement]) -> dict[str, object]:
@@ -131,16 +159,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", choices=("server", "inprocess"), default=None)
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    parser.add_argument("--log", default=str(DEFAULT_LOG), help="file for the engines' own logs (default: %(default)s)")
+    parser.add_argument("--verbose", action="store_true", help="engines' logs and one line per step on the console, no progress bar")
     args = parser.parse_args(argv)
     if args.json:
         check_output("--json", args.json)  # before minutes of measuring
     model = Path(args.model)
     prompts_file = Path(args.prompts) if args.prompts else shipped_prompts("code_edit")
     results: dict[str, object] = {"model": model.name, "prompts": prompts_file.name, "rounds": args.rounds}
-    if args.only in (None, "server"):
-        results["llama-server"] = _summary(run_server(model, prompts_file, args))
-    if args.only in (None, "inprocess"):
-        results["llama-cpp-python"] = _summary(run_inprocess(model, prompts_file, args))
+    rounds = f"{args.rounds} round{'' if args.rounds == 1 else 's'}"
+    print(f"specplug demo: {model.name}, {rounds}, greedy, one thread; speedups are tokens per CPU-second against plain in the same round")
+    with ExitStack() as stack:
+        engine_log = sys.stderr if args.verbose else stack.enter_context(Path(args.log).open("w", encoding="utf-8"))
+        if args.only in (None, "server"):
+            results["llama-server"] = _summary(run_server(model, prompts_file, args, engine_log))
+        if args.only in (None, "inprocess"):
+            results["llama-cpp-python"] = _summary(run_inprocess(model, prompts_file, args, engine_log))
+    if not args.verbose:
+        print(f"\nthe engines' own logs: {args.log} (--verbose shows them here)")
     if args.json:
         write_text_atomic(args.json, json.dumps(results, indent=2) + "\n")
 

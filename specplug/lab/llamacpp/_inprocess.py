@@ -11,20 +11,24 @@ and speedups are medians of per-round ratios of CPU tokens/s to plain's.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TextIO
 
+import llama_cpp
 import numpy as np
 from llama_cpp import Llama
+from llama_cpp._logger import llama_log_callback as default_log_callback
 from llama_cpp.llama_speculative import LlamaDraftModel
 
 from specplug import accepted_prefix
 from specplug.engine import HistorySync
 from specplug.lab.llamacpp._measure import Measurement, Setting, first_divergence
 
-__all__ = ["CountingDraftModel", "DraftFactory", "measure_draft_models"]
+__all__ = ["CountingDraftModel", "DraftFactory", "llama_cpp_log_to", "measure_draft_models"]
 
 #: returns a fresh draft model for one generation, or None for plain decoding
 DraftFactory = Callable[[], Any]
@@ -51,6 +55,27 @@ class CountingDraftModel(LlamaDraftModel):
         self.stats["drafted"] += len(draft)
         self._draft = draft
         return draft
+
+
+@contextmanager
+def llama_cpp_log_to(sink: TextIO) -> Iterator[None]:
+    """Send llama.cpp's own log lines (model loading, context set-up) to ``sink`` meanwhile.
+
+    llama-cpp-python's log callback reads ggml's log levels one off (a warning counts as an
+    error), so with ``verbose=False`` lines such as ``llama_kv_cache_iswa: using full-size SWA
+    cache`` still reach the console, once per model loaded.
+    """
+
+    @llama_cpp.llama_log_callback
+    def write(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        sink.write(text.decode("utf-8", errors="replace"))
+
+    llama_cpp.llama_log_set(write, ctypes.c_void_p(0))
+    try:
+        yield
+    finally:  # back to llama-cpp-python's own callback; ctypes needs `write` alive until here
+        sink.flush()
+        llama_cpp.llama_log_set(default_log_callback, ctypes.c_void_p(0))
 
 
 def _generate(llm: Llama, prompt_ids: list[int], n_predict: int) -> tuple[list[int], float, float]:
@@ -80,7 +105,10 @@ def measure_draft_models(
     n_ctx: int = 1024,
     progress: Callable[[str], None] | None = None,
 ) -> list[Measurement]:
-    """Measure each draft-model factory (``None``-returning = plain, measured first)."""
+    """Measure each draft-model factory (``None``-returning = plain, measured first).
+
+    ``progress`` is called before each generation.
+    """
     names = list(factories)
     plain_name = next((name for name in names if factories[name]() is None), None)
     if plain_name is None:
@@ -104,11 +132,11 @@ def measure_draft_models(
     for round_index in range(rounds):
         plain_tps = 0.0
         for name in names:
-            if progress:
-                progress(f"round {round_index + 1}/{rounds}: {name}")
             llm, result = llms[name], results[name]
             produced, seconds, cpu_seconds = 0, 0.0, 0.0
             for index, prompt_ids in enumerate(tokenized):
+                if progress:
+                    progress(f"round {round_index + 1}/{rounds}, prompt {index + 1}: {name}")
                 drafter = factories[name]()
                 llm.draft_model = drafter  # a fresh drafter per generation (see module docstring)
                 tokens, elapsed, cpu = _generate(llm, prompt_ids, n_predict)

@@ -18,6 +18,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from specplug import accepted_prefix
 from specplug.lab.llamacpp._prompts import Prompt
@@ -142,8 +143,13 @@ def measure_settings(
     ctx_size: int = 4096,
     binary: str | None = None,
     progress: Callable[[str], None] | None = None,
+    engine_log: TextIO | None = None,
 ) -> list[Measurement]:
-    """Measure ``settings`` (plain is added first if missing) over ``prompts`` in ``rounds``."""
+    """Measure ``settings`` (plain is added first if missing) over ``prompts`` in ``rounds``.
+
+    ``progress`` is called before each completion; each server's own log goes to ``engine_log``
+    (when given) once its round ends.
+    """
     if not any(not setting.flags for setting in settings):
         settings = [Setting("plain"), *settings]
     plain_name = next(s.name for s in settings if not s.flags)
@@ -166,6 +172,11 @@ def measure_settings(
                     if progress:
                         progress(f"round {round_index + 1}/{rounds}, {prompt.id}: {setting.name}")
                     runs[setting.name].append(live[setting.name].complete(text, n_predict))
+        if engine_log is not None:
+            for name, running in live.items():
+                engine_log.write(f"==== llama-server, round {round_index + 1}/{rounds}, {name}: {' '.join(running.command())}\n")
+                engine_log.write(running.log_text())
+            engine_log.flush()
         plain_cpu = _totals(runs[plain_name])[1]
         for setting in settings:
             completions, result = runs[setting.name], results[setting.name]

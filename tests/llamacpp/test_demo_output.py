@@ -1,0 +1,41 @@
+"""The demo's console: a line saying what runs, the two tables, where the engines' logs went.
+
+Run for real (SmolLM2, one round, short completions): llama-server's and llama-cpp-python's own
+log lines go to the log file, not to the console, and the console output fits one screen.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+SCREEN_LINES = 24
+
+
+def test_demo_console_holds_the_tables_and_the_engine_logs_go_to_the_file(smollm2, tmp_path):
+    log = tmp_path / "engines.log"
+    command = [sys.executable, "-m", "specplug.lab.llamacpp._demo", "--model", str(smollm2),
+               "--rounds", "1", "--n-predict", "16", "--log", str(log)]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) <= SCREEN_LINES, result.stdout
+    assert any(line.startswith("llama-server, ") for line in lines)
+    assert any(line.startswith("llama-cpp-python, ") for line in lines)
+    assert str(log) in lines[-1]
+    for stream in (result.stdout, result.stderr):
+        assert "llama_" not in stream and "load_tensors" not in stream, stream[-3000:]
+    text = log.read_text(encoding="utf-8")
+    assert text.count("==== llama-server, round 1/1") == 4  # plain, --spec-default, hand setting, preset
+    assert "llama_model_loader" in text and "llama_kv_cache" in text
+
+
+def test_verbose_shows_the_engine_logs_and_writes_no_file(smollm2, tmp_path):
+    log = tmp_path / "engines.log"
+    command = [sys.executable, "-m", "specplug.lab.llamacpp._demo", "--model", str(smollm2), "--only", "inprocess",
+               "--rounds", "1", "--n-predict", "8", "--log", str(log), "--verbose"]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # model loading itself stays quiet: llama-cpp-python silences it with verbose=False
+    assert "llama_context" in result.stderr and "... round 1/1, prompt 1: plain" in result.stderr
+    assert not log.exists()
