@@ -11,6 +11,8 @@ from specplug._contract import (
     RequestId,
     accepted_prefix,
     as_token_array,
+    check_draft,
+    draft_accepted,
 )
 from specplug._errors import (
     DuplicateNameError,
@@ -54,8 +56,10 @@ __all__ = [
     "__version__",
     "accepted_prefix",
     "as_token_array",
+    "check_draft",
     "create",
     "create_peer",
+    "draft_accepted",
     "hookimpl",
     "method_specs",
     "methods",

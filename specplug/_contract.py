@@ -29,6 +29,8 @@ __all__ = [
     "RequestId",
     "accepted_prefix",
     "as_token_array",
+    "check_draft",
+    "draft_accepted",
 ]
 
 RequestId = Hashable
@@ -64,19 +66,100 @@ class Draft:
     ``tokens`` may be empty (no speculation this step). ``score`` is the expected number
     of accepted tokens where the proposer can estimate it, else None. ``needs_neural``
     is False when a hybrid decided its lookup draft wins, so an adapter may skip the
-    model's own MTP/EAGLE pass for this step.
+    model's own MTP/EAGLE pass for this step. ``alternatives`` are other continuations
+    worth verifying beside ``tokens``, best first: only :meth:`Proposer.propose_alternatives`
+    fills them, for an engine that verifies draft trees (an engine verifying chains reads
+    ``tokens`` alone).
 
     >>> Draft((5, 6), source="ngram", score=1.5).tokens
     (5, 6)
+    >>> Draft((5, 6), "suffix", alternatives=((5, 7),)).branches()
+    ((5, 6), (5, 7))
     """
 
     tokens: tuple[int, ...]
     source: str
     score: float | None = None
     needs_neural: bool = field(default=True, compare=False)
+    alternatives: tuple[tuple[int, ...], ...] = ()
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    def branches(self) -> tuple[tuple[int, ...], ...]:
+        """Every continuation to verify, ``tokens`` first; none when there is no draft."""
+        if not self.tokens:
+            return ()
+        return (self.tokens, *self.alternatives)
+
+
+def draft_accepted(draft: Draft, verified: Sequence[int] | np.ndarray) -> int:
+    """How many tokens of ``draft`` the ``verified`` tokens confirm, along its best branch.
+
+    A tree verifier keeps the longest branch the target agrees with, so a draft with
+    alternatives is accepted as far as its best one.
+
+    >>> draft_accepted(Draft((5, 6), "suffix", alternatives=((7, 8, 9),)), [7, 8, 1])
+    2
+    """
+    accepted = accepted_prefix(draft.tokens, verified)
+    for branch in draft.alternatives:
+        accepted = max(accepted, accepted_prefix(branch, verified))
+    return accepted
+
+
+def check_draft(draft: object, max_tokens: int, max_branches: int = 1, proposer: str = "proposer") -> Draft:
+    """A proposer's draft made safe to hand an engine, or InvalidTokensError naming the bad value.
+
+    It must be a :class:`Draft` whose tokens (and alternatives' tokens) are ints in
+    ``[0, MAX_TOKEN_ID]``; branches longer than ``max_tokens`` are cut, alternatives past
+    ``max_branches - 1`` dropped, and empty or duplicate ones left out (an engine never sees
+    more than it asked for).
+
+    >>> check_draft(Draft((1, 2, 3), "x", alternatives=((1, 4, 5), (), (6,))), 2, 2).branches()
+    ((1, 2), (1, 4))
+    >>> check_draft(Draft((1, -2), "x"), 4)
+    Traceback (most recent call last):
+    ...
+    specplug._errors.InvalidTokensError: proposer's draft.tokens[1] = -2 is negative; token ids are non-negative ints
+    """
+    if not isinstance(draft, Draft):
+        raise InvalidTokensError(
+            f"{proposer} returned {type(draft).__name__} {draft!r:.60} as a draft; it must return a specplug.Draft"
+        )
+    tokens = _draft_tokens(draft.tokens, max_tokens, f"{proposer}'s draft.tokens")
+    alternatives = draft.alternatives
+    kept: list[tuple[int, ...]] = []
+    if alternatives and tokens and max_branches > 1:
+        seen = {tokens}
+        for number, branch in enumerate(alternatives):
+            branch = _draft_tokens(branch, max_tokens, f"{proposer}'s draft.alternatives[{number}]")
+            if branch and branch not in seen:
+                seen.add(branch)
+                kept.append(branch)
+                if len(kept) == max_branches - 1:
+                    break
+    if tokens == draft.tokens and tuple(kept) == alternatives:
+        return draft
+    return replace(draft, tokens=tokens, alternatives=tuple(kept))
+
+
+def _draft_tokens(tokens: object, max_tokens: int, what: str) -> tuple[int, ...]:
+    """``tokens`` as a tuple of at most ``max_tokens`` plain ints, or InvalidTokensError naming the bad one."""
+    if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Iterable):
+        raise InvalidTokensError(f"{what} = {tokens!r:.60} is not a sequence of token ids")
+    tokens = tuple(tokens) if not isinstance(tokens, tuple) else tokens
+    tokens = tokens[:max_tokens]
+    plain = True
+    # a plain loop: a draft is a few tokens
+    for index, token in enumerate(tokens):
+        if token.__class__ is not int:
+            if isinstance(token, bool) or not isinstance(token, (int, np.integer)):
+                raise InvalidTokensError(f"{what}[{index}] = {token!r:.40} is not an int; token ids are non-negative ints")
+            plain = False
+        if not 0 <= token <= MAX_TOKEN_ID:
+            _reject(what, index, int(token))
+    return tokens if plain else tuple(int(token) for token in tokens)
 
 
 def as_token_array(tokens: object, what: str = "token_ids") -> np.ndarray:
@@ -282,6 +365,12 @@ def _int_array(values: object, what: str) -> np.ndarray:
     return array.astype(np.int64, copy=False)
 
 
+def _check_max_branches(max_branches: object) -> int:
+    if isinstance(max_branches, bool) or not isinstance(max_branches, (int, np.integer)) or max_branches < 1:
+        raise InvalidOptionError(f"max_branches = {max_branches!r} is not valid; it must be an int >= 1")
+    return operator.index(max_branches)
+
+
 def _check_max_tokens(max_tokens: object) -> int:
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)):
         raise InvalidOptionError(f"max_tokens = {max_tokens!r} is not an int; it must be an int >= 1")
@@ -307,6 +396,9 @@ class Proposer(abc.ABC):
     max_draft_tokens: int | None = None
     #: whether :meth:`set_batch_size` changes what it drafts (the engine layer calls it either way)
     takes_batch_size: ClassVar[bool] = False
+    #: whether :meth:`propose_alternatives` can give more than one branch (an engine that verifies
+    #: draft trees asks only such proposers; the others' single draft comes through the batch path)
+    proposes_alternatives: ClassVar[bool] = False
 
     def __init__(self) -> None:
         # request id -> the last draft proposed and not yet resolved by extend()
@@ -332,6 +424,34 @@ class Proposer(abc.ABC):
         self._pending[request_id] = draft
         return draft
 
+    def propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
+        """Draft as :meth:`propose` does, with up to ``max_branches - 1`` alternative continuations.
+
+        For an engine that verifies a draft tree: ``Draft.tokens`` is what :meth:`propose` would
+        draft, ``Draft.alternatives`` other continuations (each of at most ``max_tokens``
+        tokens, best first), and :meth:`extend` counts acceptance along the best branch. A
+        proposer without alternatives (``proposes_alternatives`` false) gives its single draft.
+        The result is checked (:func:`check_draft`) before it is recorded or returned.
+
+        >>> from specplug import create
+        >>> p = create("suffix", min_token_prob=0.0)
+        >>> p.start("r", [1, 2, 3, 1, 2, 4, 1, 2])
+        >>> p.propose_alternatives("r", 2, 4).branches()
+        ((4, 1), (3, 1))
+        >>> p.extend("r", [3, 1, 9])  # the alternative was right: two tokens accepted
+        2
+        """
+        self._check_live(request_id, "propose_alternatives")
+        limit = _check_max_tokens(max_tokens)
+        branches = _check_max_branches(max_branches)
+        if branches > 1:
+            draft = self._propose_alternatives(request_id, limit, branches)
+        else:
+            draft = self._propose(request_id, limit)
+        draft = check_draft(draft, limit, branches, f"proposer {self.name!r}")
+        self._pending[request_id] = draft
+        return draft
+
     def extend(self, request_id: RequestId, token_ids: Sequence[int] | np.ndarray) -> int:
         """Append verified tokens; return how many of the last draft they accepted.
 
@@ -341,7 +461,7 @@ class Proposer(abc.ABC):
         self._check_live(request_id, "extend")
         tokens = as_token_array(token_ids)
         draft = self._pending[request_id]
-        accepted = accepted_prefix(draft.tokens, tokens) if draft is not None else 0
+        accepted = draft_accepted(draft, tokens) if draft is not None else 0
         self._pending[request_id] = None
         self._extend(request_id, tokens)
         if draft is not None:
@@ -490,7 +610,7 @@ class Proposer(abc.ABC):
             if end > begin:
                 last = pending[request_id]
                 pending[request_id] = None
-                count = accepted_prefix(last.tokens, flat[begin:end]) if last is not None else 0
+                count = draft_accepted(last, flat[begin:end]) if last is not None else 0
                 self._extend(request_id, new_tokens[begin:end])
                 if last is not None:
                     accepted[row] = count
@@ -535,6 +655,10 @@ class Proposer(abc.ABC):
 
     @abc.abstractmethod
     def _stop(self, request_id: RequestId) -> None: ...
+
+    def _propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
+        """The draft with its alternatives (``max_branches >= 2``); by default the single draft."""
+        return self._propose(request_id, max_tokens)
 
     def _observe(self, request_id: RequestId, draft: Draft, accepted: int) -> None:
         """Called after ``extend`` with the last draft and how many of its tokens were accepted."""

@@ -102,12 +102,35 @@ class GuardedProposer:
         except Exception as error:  # noqa: BLE001
             self._fault("propose", request_id, error)
             draft = Draft((), self.name, 0.0)
+        self._count_draft(draft)
+        return draft
+
+    def propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
+        """:meth:`Proposer.propose_alternatives`, faults isolated as in :meth:`propose`.
+
+        ``counters["tree_drafts"]`` counts the drafts that came with alternatives and
+        ``counters["alternatives"]`` the alternatives themselves.
+        """
+        if request_id in self._disabled:
+            self.counters["empty_drafts"] += 1
+            return Draft((), self.name, 0.0)
+        try:
+            draft = self.proposer.propose_alternatives(request_id, max_tokens, max_branches)
+        except Exception as error:  # noqa: BLE001
+            self._fault("propose_alternatives", request_id, error)
+            draft = Draft((), self.name, 0.0)
+        self._count_draft(draft)
+        if draft.alternatives:
+            self.counters["tree_drafts"] += 1
+            self.counters["alternatives"] += len(draft.alternatives)
+        return draft
+
+    def _count_draft(self, draft: Draft) -> None:
         if draft.tokens:
             self.counters[f"drafts.{draft.source}"] += 1
             self.counters["draft_tokens"] += len(draft.tokens)
         else:
             self.counters["empty_drafts"] += 1
-        return draft
 
     def extend(self, request_id: RequestId, token_ids: Sequence[int]) -> int:
         if request_id in self._disabled:

@@ -13,6 +13,10 @@ request itself. (Scores are not compared first: a single cached occurrence score
 and on the shipped code-edit and agentic traces letting it outvote a longer local match cost
 about 3 % of the tokens per step, see docs/benchmarks.md.)
 
+For an engine that verifies draft trees, ``propose_alternatives`` adds the candidates' own
+continuations as alternatives (:func:`pick_alternatives`): where the vote picked the wrong
+continuation, a losing one may still be verified and accepted.
+
 The global cache keeps the outputs of finished requests (``stop``), bounded by
 ``max_cached_requests`` and ``max_cache_bytes`` with the oldest evicted first, so spans that
 recur across requests (agent loops repeating tool calls) are drafted from earlier requests.
@@ -23,20 +27,21 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 from pydantic import Field, model_validator
 
 from numba import typed, types
 
-from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, accepted_prefix
+from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, draft_accepted
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.proposers import _suffix_kernels
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._suffix_index import GlobalCache, RequestIndex, cache_capacity
 
-__all__ = ["ReferenceSuffixProposer", "SuffixOptions", "SuffixProposer"]
+__all__ = ["ReferenceSuffixProposer", "SuffixOptions", "SuffixProposer", "pick_alternatives"]
 
 
 class SuffixOptions(MethodOptions):
@@ -69,6 +74,32 @@ class SuffixOptions(MethodOptions):
     @property
     def anchors(self) -> tuple[int, int]:
         return self.min_match, self.long_match
+
+
+def pick_alternatives(
+    primary: tuple[int, ...], found: Sequence[tuple[int, tuple[int, ...]]], count: int
+) -> tuple[tuple[int, ...], ...]:
+    """Up to ``count`` alternatives to the voted draft ``primary``: candidates' continuations, longest match first.
+
+    ``found`` holds ``(match length, continuation)`` per candidate, in source order (the
+    request, then the cache; each most recent first), which breaks ties. A continuation that
+    adds nothing (empty, or a prefix of the draft or of one already kept) is left out.
+
+    >>> pick_alternatives((4, 1), [(2, (4, 1, 2)), (2, (3, 1)), (3, (3, 1, 9)), (1, (4,))], 2)
+    ((3, 1, 9), (4, 1, 2))
+    """
+    if not primary or count < 1:
+        return ()
+    kept: list[tuple[int, ...]] = []
+    covered = [primary]
+    for _, continuation in sorted(found, key=lambda item: -item[0]):  # stable: ties keep their order
+        if not continuation or any(branch[: len(continuation)] == continuation for branch in covered):
+            continue
+        kept.append(continuation)
+        covered.append(continuation)
+        if len(kept) == count:
+            break
+    return tuple(kept)
 
 
 _RING_TYPE = types.Tuple(
@@ -124,6 +155,7 @@ class SuffixProposer(Proposer):
     """
 
     name = "suffix"
+    proposes_alternatives = True
 
     def __init__(self, options: SuffixOptions) -> None:
         super().__init__()
@@ -157,7 +189,7 @@ class SuffixProposer(Proposer):
                 last = pending[request_id]
                 pending[request_id] = None
                 if last is not None:
-                    accepted[row] = count = accepted_prefix(last.tokens, flat[begin:end])
+                    accepted[row] = count = draft_accepted(last, flat[begin:end])
                     observed.append((request_id, last, count))
         width = max(limits)
         out = np.zeros((rows, width), dtype=np.int64)
@@ -211,6 +243,18 @@ class SuffixProposer(Proposer):
                 tokens, score = tuple(self._out[:count].tolist()), cached_score
         return Draft(tokens, self.name, score)
 
+    def _propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
+        draft = self._propose(request_id, max_tokens)
+        if not draft.tokens:
+            return draft
+        index = self._requests[request_id]
+        limit = min(max_tokens, self.options.max_tokens)
+        query = index.tail(self.options.max_depth)
+        found = index.ring.continuations(query, self.options, limit)
+        if self.options.global_cache:
+            found += self.cache.continuations(query, self.options, limit)
+        return replace(draft, alternatives=pick_alternatives(draft.tokens, found, max_branches - 1))
+
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
         index = self._requests[request_id]
         moved = index.length + len(tokens) > len(index.ring.tokens)
@@ -253,6 +297,24 @@ def _occurrences(
     return found
 
 
+def _reference_continuations(
+    history: Sequence[Sequence[int]], query: list[int], options: SuffixOptions, max_tokens: int
+) -> list[tuple[int, tuple[int, ...]]]:
+    """(match length, continuation) of the candidates :func:`_reference_draft` votes among, by brute force."""
+    if len(query) < options.min_match:
+        return []
+    candidates: list[tuple[int, list[int]]] = []
+    if options.long_match and len(query) >= options.long_match:
+        candidates = _occurrences(history, query, options.long_match, options)
+    if not candidates:
+        candidates = _occurrences(history, query, options.min_match, options)
+    out = []
+    for m, continuation in candidates:
+        budget = max(0, min(max_tokens, math.floor(options.max_spec_factor * m + options.max_spec_offset)))
+        out.append((m, tuple(continuation[:budget])))
+    return out
+
+
 def _reference_draft(
     history: Sequence[Sequence[int]], query: list[int], options: SuffixOptions, max_tokens: int
 ) -> tuple[tuple[int, ...], float, int]:
@@ -292,6 +354,7 @@ class ReferenceSuffixProposer(Proposer):
     """The reference: brute-force scans of the request and of the cached outputs."""
 
     name = "suffix"
+    proposes_alternatives = True
 
     def __init__(self, options: SuffixOptions) -> None:
         super().__init__()
@@ -315,6 +378,18 @@ class ReferenceSuffixProposer(Proposer):
             if (cached_match, cached_score) > (match, score):
                 drafted, score = cached, cached_score
         return Draft(drafted, self.name, score)
+
+    def _propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
+        draft = self._propose(request_id, max_tokens)
+        if not draft.tokens:
+            return draft
+        tokens = self._tokens[request_id]
+        limit = min(max_tokens, self.options.max_tokens)
+        query = tokens[-self.options.max_depth :]
+        found = _reference_continuations([tokens], query, self.options, limit)
+        if self.options.global_cache:
+            found += _reference_continuations(list(self._cache), query, self.options, limit)
+        return replace(draft, alternatives=pick_alternatives(draft.tokens, found, max_branches - 1))
 
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
         self._tokens[request_id].extend(tokens.tolist())
