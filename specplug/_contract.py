@@ -112,12 +112,14 @@ def check_draft(draft: object, max_tokens: int, max_branches: int = 1, proposer:
     """A proposer's draft made safe to hand an engine, or InvalidTokensError naming the bad value.
 
     It must be a :class:`Draft` whose tokens (and alternatives' tokens) are ints in
-    ``[0, MAX_TOKEN_ID]``; branches longer than ``max_tokens`` are cut, alternatives past
-    ``max_branches - 1`` dropped, and empty or duplicate ones left out (an engine never sees
-    more than it asked for).
+    ``[0, MAX_TOKEN_ID]``. An engine never sees more than it asked for: ``tokens`` is cut to
+    ``max_tokens``; alternatives past ``max_branches - 1`` are dropped, and so are those that
+    add nothing (empty, or a prefix of an earlier branch); and the whole tree keeps within
+    ``max_tokens`` tokens, a prefix shared with an earlier branch counted once (a branch
+    that finds no room left is cut there).
 
-    >>> check_draft(Draft((1, 2, 3), "x", alternatives=((1, 4, 5), (), (6,))), 2, 2).branches()
-    ((1, 2), (1, 4))
+    >>> check_draft(Draft((1, 2, 3), "x", alternatives=((1, 4, 5), (), (6,))), 4, 3).branches()
+    ((1, 2, 3), (1, 4))
     >>> check_draft(Draft((1, -2), "x"), 4)
     Traceback (most recent call last):
     ...
@@ -131,14 +133,20 @@ def check_draft(draft: object, max_tokens: int, max_branches: int = 1, proposer:
     alternatives = draft.alternatives
     kept: list[tuple[int, ...]] = []
     if alternatives and tokens and max_branches > 1:
-        seen = {tokens}
+        # the tree's nodes so far: every prefix of a kept branch
+        nodes = {tokens[:depth] for depth in range(1, len(tokens) + 1)}
         for number, branch in enumerate(alternatives):
             branch = _draft_tokens(branch, max_tokens, f"{proposer}'s draft.alternatives[{number}]")
-            if branch and branch not in seen:
-                seen.add(branch)
-                kept.append(branch)
-                if len(kept) == max_branches - 1:
-                    break
+            shared = 0
+            while shared < len(branch) and branch[: shared + 1] in nodes:
+                shared += 1
+            branch = branch[: shared + max_tokens - len(nodes)]
+            if len(branch) <= shared:
+                continue  # nothing new (a prefix of an earlier branch), or no room left
+            nodes.update(branch[:depth] for depth in range(shared + 1, len(branch) + 1))
+            kept.append(branch)
+            if len(kept) == max_branches - 1 or len(nodes) == max_tokens:
+                break
     if tokens == draft.tokens and tuple(kept) == alternatives:
         return draft
     return replace(draft, tokens=tokens, alternatives=tuple(kept))
@@ -425,20 +433,23 @@ class Proposer(abc.ABC):
         return draft
 
     def propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
-        """Draft as :meth:`propose` does, with up to ``max_branches - 1`` alternative continuations.
+        """Draft as :meth:`propose` does, grown into a tree of up to ``max_branches`` branches.
 
-        For an engine that verifies a draft tree: ``Draft.tokens`` is what :meth:`propose` would
-        draft, ``Draft.alternatives`` other continuations (each of at most ``max_tokens``
-        tokens, best first), and :meth:`extend` counts acceptance along the best branch. A
-        proposer without alternatives (``proposes_alternatives`` false) gives its single draft.
-        The result is checked (:func:`check_draft`) before it is recorded or returned.
+        For an engine that verifies a draft tree of at most ``max_tokens`` tokens (its verify
+        width; a prefix two branches share is one token): ``Draft.tokens`` is the most likely
+        branch (what :meth:`propose` drafts, cut where the budget went to alternatives),
+        ``Draft.alternatives`` the others, and :meth:`extend` counts acceptance along the best
+        branch. A proposer without alternatives (``proposes_alternatives`` false) gives its
+        single draft. The result is checked (:func:`check_draft`) before it is recorded.
 
         >>> from specplug import create
-        >>> p = create("suffix", min_token_prob=0.0)
-        >>> p.start("r", [1, 2, 3, 1, 2, 4, 1, 2])
-        >>> p.propose_alternatives("r", 2, 4).branches()
-        ((4, 1), (3, 1))
-        >>> p.extend("r", [3, 1, 9])  # the alternative was right: two tokens accepted
+        >>> p = create("suffix")
+        >>> p.start("r", [1, 2, 3, 9, 1, 2, 3, 8, 1, 2, 4, 7, 1, 2])
+        >>> p.propose("r", 4).tokens
+        (3, 8, 1, 2)
+        >>> p.propose_alternatives("r", 4, 4).branches()  # "1 2" went on with 3 8, 3 9 and 4 7
+        ((3, 8), (4, 7))
+        >>> p.extend("r", [4, 7, 5])  # the target took the alternative: two tokens accepted
         2
         """
         self._check_live(request_id, "propose_alternatives")

@@ -40,20 +40,24 @@ class Scripted(Proposer):
 
 
 @pytest.mark.parametrize("implementation", ["fast", "reference"])
-def test_suffix_offers_the_losing_continuation_and_acceptance_follows_the_right_branch(implementation):
-    proposer = specplug.create("suffix", implementation=implementation, min_token_prob=0.0)
+def test_suffix_grows_the_split_vote_into_a_tree_and_acceptance_follows_the_right_branch(implementation):
+    proposer = specplug.create("suffix", implementation=implementation)
     proposer.start("r", HISTORY)
-    assert proposer.propose("r", 2).tokens == (3, 8)
-    draft = proposer.propose_alternatives("r", 2, 4)
-    assert draft.tokens == (3, 8)  # the draft propose() makes, first
-    assert draft.alternatives == ((4, 7), (3, 9))  # the other continuations, most recent first
+    assert proposer.propose("r", 4).tokens == (3, 8, 1, 2)
+    draft = proposer.propose_alternatives("r", 4, 4)
+    # 3 (two voters of three) first; then 4 and 8 (one each) beat the draft's 1 at depth 3
+    assert draft.branches() == ((3, 8), (4, 7))
     assert proposer.extend("r", [4, 7, 5]) == 2  # the target took the alternative: both accepted
+    # a budget that holds every voter's continuation keeps the whole vote and adds the others
+    proposer.start("s", HISTORY)
+    wide = proposer.propose_alternatives("s", 20, 4)
+    assert wide.tokens == proposer.propose("s", 20).tokens and set(wide.alternatives) == {(4, 7, 1, 2), (3, 9, 1, 2, 3, 8, 1, 2)}
 
 
 def test_one_branch_asked_is_the_single_draft():
-    proposer = specplug.create("suffix", min_token_prob=0.0)
+    proposer = specplug.create("suffix")
     proposer.start("r", HISTORY)
-    assert proposer.propose_alternatives("r", 2, 1) == proposer.propose("r", 2)
+    assert proposer.propose_alternatives("r", 4, 1) == proposer.propose("r", 4)
 
 
 def test_a_proposer_without_alternatives_gives_its_draft():
@@ -72,11 +76,14 @@ def test_a_bad_branch_count_is_one_clear_error(bad):
         proposer.propose_alternatives("r", 2, bad)
 
 
-def test_alternatives_are_cut_to_the_limits_deduplicated_and_made_plain_ints():
+def test_alternatives_are_cut_to_the_budget_deduplicated_and_made_plain_ints():
     draft = Draft((1, 2, 3), "x", alternatives=((1, 2, 9, 9), (np.int64(4),), (1, 2, 3), (), (6,), (7,)))
-    checked = check_draft(draft, 3, 3)
-    assert checked.branches() == ((1, 2, 3), (1, 2, 9), (4,))
+    # six tokens: 1 2 3, then 9 9 below 1 2, then 4; no room for 6
+    checked = check_draft(draft, 6, 4)
+    assert checked.branches() == ((1, 2, 3), (1, 2, 9, 9), (4,))
     assert type(checked.alternatives[1][0]) is int
+    assert check_draft(draft, 4, 4).branches() == ((1, 2, 3), (1, 2, 9))  # a branch cut where room ends
+    assert check_draft(draft, 9, 2).branches() == ((1, 2, 3), (1, 2, 9, 9))  # two branches asked
     assert check_draft(Draft((), "x", alternatives=((1,),)), 3, 3).branches() == ()  # no draft, no tree
     good = Draft((1,), "x", alternatives=((2,),))
     assert check_draft(good, 3, 2) is good
@@ -105,11 +112,11 @@ def test_a_bad_draft_is_refused_naming_the_bad_value(draft, message):
 
 
 def test_the_engine_layer_asks_for_branches_only_where_a_tree_is_verified():
-    drafting = EngineDrafting(specplug.create("suffix", min_token_prob=0.0))
+    drafting = EngineDrafting(specplug.create("suffix"))
     rows = drafting.sync_batch([[2]], [len(HISTORY)], [HISTORY], ["r"])
-    chain = drafting.draft([(rows[0], 2)])[0]
-    assert chain.alternatives == ()
-    tree = drafting.draft([(rows[0], 2), (None, 2)], max_branches=3)
-    assert tree[0].tokens == chain.tokens and len(tree[0].alternatives) == 2
+    chain = drafting.draft([(rows[0], 4)])[0]
+    assert chain.branches() == ((3, 8, 1, 2),)
+    tree = drafting.draft([(rows[0], 4), (None, 4)], max_branches=3)
+    assert tree[0].branches() == ((3, 8), (4, 7))
     assert tree[1].branches() == ()
-    assert drafting.counters["tree_drafts"] == 1 and drafting.counters["alternatives"] == 2
+    assert drafting.counters["tree_drafts"] == 1 and drafting.counters["alternatives"] == 1

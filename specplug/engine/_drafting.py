@@ -149,7 +149,7 @@ class EngineDrafting:
         >>> from specplug import create
         >>> drafting = EngineDrafting(create("suffix", min_token_prob=0.0))
         >>> rows = drafting.sync_batch([[2]], [8], [[1, 2, 3, 1, 2, 4, 1, 2]], ["a"])
-        >>> drafting.draft([(rows[0], 2)], max_branches=3)[0].branches()
+        >>> drafting.draft([(rows[0], 4)], max_branches=3)[0].branches()  # a tree of 4 tokens
         ((4, 1), (3, 1))
         """
         self._pass_batch_size(len(rows) if batch_size is None else batch_size)

@@ -13,9 +13,9 @@ request itself. (Scores are not compared first: a single cached occurrence score
 and on the shipped code-edit and agentic traces letting it outvote a longer local match cost
 about 3 % of the tokens per step, see docs/benchmarks.md.)
 
-For an engine that verifies draft trees, ``propose_alternatives`` adds the candidates' own
-continuations as alternatives (:func:`pick_alternatives`): where the vote picked the wrong
-continuation, a losing one may still be verified and accepted.
+For an engine that verifies draft trees, ``propose_alternatives`` grows the vote into a tree of
+the voters' continuations, most probable nodes first (:func:`speculation_tree`): where the vote
+was split, a losing continuation is verified too, and accepted where the target takes it.
 
 The global cache keeps the outputs of finished requests (``stop``), bounded by
 ``max_cached_requests`` and ``max_cache_bytes`` with the oldest evicted first, so spans that
@@ -41,7 +41,7 @@ from specplug.proposers import _suffix_kernels
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._suffix_index import GlobalCache, RequestIndex, cache_capacity
 
-__all__ = ["ReferenceSuffixProposer", "SuffixOptions", "SuffixProposer", "pick_alternatives"]
+__all__ = ["ReferenceSuffixProposer", "SuffixOptions", "SuffixProposer", "speculation_tree"]
 
 
 class SuffixOptions(MethodOptions):
@@ -76,30 +76,71 @@ class SuffixOptions(MethodOptions):
         return self.min_match, self.long_match
 
 
-def pick_alternatives(
-    primary: tuple[int, ...], found: Sequence[tuple[int, tuple[int, ...]]], count: int
-) -> tuple[tuple[int, ...], ...]:
-    """Up to ``count`` alternatives to the voted draft ``primary``: candidates' continuations, longest match first.
+def speculation_tree(
+    draft: Draft,
+    found: Sequence[tuple[int, tuple[int, ...]]],
+    max_nodes: int,
+    max_branches: int,
+    min_token_prob: float,
+) -> Draft:
+    """The voted ``draft`` grown into a tree of at most ``max_nodes`` tokens and ``max_branches`` branches.
 
-    ``found`` holds ``(match length, continuation)`` per candidate, in source order (the
-    request, then the cache; each most recent first), which breaks ties. A continuation that
-    adds nothing (empty, or a prefix of the draft or of one already kept) is left out.
+    ``found`` holds ``(match length, continuation)`` per candidate, most recent first (each
+    continuation as long as the draft may grow). The candidates with the longest match (those
+    that voted) form a trie; a node's probability is the share of them that continue through
+    it, which is what the vote's running product estimates for the draft's own tokens. Nodes
+    are taken most probable first (then shallower, then on the draft, then the most recent),
+    each below a taken parent and at least ``min_token_prob``, as suffix decoding grows its
+    speculation tree: where the vote was split, a losing continuation takes slots the draft
+    would have spent past the split. ``tokens`` stays the voted draft (cut where the budget
+    went to more probable alternatives); ``alternatives`` are the other branches.
 
-    >>> pick_alternatives((4, 1), [(2, (4, 1, 2)), (2, (3, 1)), (3, (3, 1, 9)), (1, (4,))], 2)
-    ((3, 1, 9), (4, 1, 2))
+    >>> vote = Draft((3, 8, 1), "suffix", 1.0)
+    >>> found = [(2, (4, 7, 1)), (2, (3, 8, 1)), (2, (3, 9, 1)), (1, (5,))]
+    >>> speculation_tree(vote, found, 5, 4, 0.1).branches()
+    ((3, 8), (4, 7), (3, 9))
     """
-    if not primary or count < 1:
-        return ()
-    kept: list[tuple[int, ...]] = []
-    covered = [primary]
-    for _, continuation in sorted(found, key=lambda item: -item[0]):  # stable: ties keep their order
-        if not continuation or any(branch[: len(continuation)] == continuation for branch in covered):
-            continue
-        kept.append(continuation)
-        covered.append(continuation)
-        if len(kept) == count:
+    if not draft.tokens or not found:
+        return draft
+    best = max(match for match, _ in found)
+    voters = [continuation for match, continuation in found if match == best]
+    counts: dict[tuple[int, ...], int] = {}
+    first: dict[tuple[int, ...], int] = {}
+    for number, continuation in enumerate(voters):
+        for depth in range(1, len(continuation) + 1):
+            prefix = continuation[:depth]
+            counts[prefix] = counts.get(prefix, 0) + 1
+            first.setdefault(prefix, number)
+    voted = {draft.tokens[:depth] for depth in range(1, len(draft.tokens) + 1)}
+    floor = min_token_prob * len(voters)
+    eligible = [prefix for prefix, count in counts.items() if count >= floor or prefix in voted]
+    # a parent counts at least as many as its child and sorts first on ties (shallower): every
+    # node is reached after its parent
+    eligible.sort(key=lambda prefix: (-counts[prefix], len(prefix), prefix not in voted, first[prefix]))
+    taken: list[tuple[int, ...]] = []
+    chosen: set[tuple[int, ...]] = set()
+    with_children: set[tuple[int, ...]] = set()
+    leaves = 0
+    for prefix in eligible:
+        if len(taken) == max_nodes:
             break
-    return tuple(kept)
+        parent = prefix[:-1]
+        if parent and parent not in chosen:
+            continue
+        adds_branch = parent in with_children or not parent
+        if adds_branch and leaves == max_branches:
+            continue
+        leaves += adds_branch
+        with_children.add(parent)
+        chosen.add(prefix)
+        taken.append(prefix)
+    tokens = draft.tokens
+    while tokens and tokens not in chosen:
+        tokens = tokens[:-1]
+    others = tuple(
+        prefix for prefix in taken if prefix not in with_children and prefix not in voted
+    )
+    return replace(draft, tokens=tokens, alternatives=others)
 
 
 _RING_TYPE = types.Tuple(
@@ -244,16 +285,21 @@ class SuffixProposer(Proposer):
         return Draft(tokens, self.name, score)
 
     def _propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
-        draft = self._propose(request_id, max_tokens)
-        if not draft.tokens:
-            return draft
+        # the vote as _propose makes it, remembering which index drafted: its voters grow the tree
         index = self._requests[request_id]
         limit = min(max_tokens, self.options.max_tokens)
         query = index.tail(self.options.max_depth)
-        found = index.ring.continuations(query, self.options, limit)
+        count, score, match = index.ring.draft(query, self.options, limit, self._out)
+        tokens, source = tuple(self._out[:count].tolist()), index.ring
         if self.options.global_cache:
-            found += self.cache.continuations(query, self.options, limit)
-        return replace(draft, alternatives=pick_alternatives(draft.tokens, found, max_branches - 1))
+            count, cached_score, cached_match = self.cache.draft(query, self.options, limit, self._out)
+            if (cached_match, cached_score) > (match, score):
+                tokens, score, source = tuple(self._out[:count].tolist()), cached_score, self.cache
+        draft = Draft(tokens, self.name, score)
+        if not tokens:
+            return draft
+        found = source.continuations(query, self.options, limit)
+        return speculation_tree(draft, found, max_tokens, max_branches, self.options.min_token_prob)
 
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
         index = self._requests[request_id]
@@ -380,16 +426,20 @@ class ReferenceSuffixProposer(Proposer):
         return Draft(drafted, self.name, score)
 
     def _propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
-        draft = self._propose(request_id, max_tokens)
-        if not draft.tokens:
-            return draft
         tokens = self._tokens[request_id]
         limit = min(max_tokens, self.options.max_tokens)
         query = tokens[-self.options.max_depth :]
-        found = _reference_continuations([tokens], query, self.options, limit)
+        drafted, score, match = _reference_draft([tokens], query, self.options, limit)
+        history: Sequence[Sequence[int]] = [tokens]
         if self.options.global_cache:
-            found += _reference_continuations(list(self._cache), query, self.options, limit)
-        return replace(draft, alternatives=pick_alternatives(draft.tokens, found, max_branches - 1))
+            cached, cached_score, cached_match = _reference_draft(list(self._cache), query, self.options, limit)
+            if (cached_match, cached_score) > (match, score):
+                drafted, score, history = cached, cached_score, list(self._cache)
+        draft = Draft(drafted, self.name, score)
+        if not drafted:
+            return draft
+        found = _reference_continuations(history, query, self.options, limit)
+        return speculation_tree(draft, found, max_tokens, max_branches, self.options.min_token_prob)
 
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
         self._tokens[request_id].extend(tokens.tolist())
