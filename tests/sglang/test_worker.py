@@ -304,19 +304,23 @@ def test_a_tree_is_sent_and_accepts_the_alternative_where_the_first_candidate_is
     assert tree_worker.drafting.counters["tree_drafts"] == 1
     chain, tree = _accepted_by_sglangs_verify(chain_ids, chain_mask, TRUTH), _accepted_by_sglangs_verify(
         tree_ids, tree_mask, TRUTH)
-    assert (chain, tree) == (0, 2)
-    # where the vote is right, the tree accepts what the chain does
-    assert _accepted_by_sglangs_verify(tree_ids, tree_mask, [3, 8, 1, 2, 3]) == _accepted_by_sglangs_verify(
-        chain_ids, chain_mask, [3, 8, 1, 2, 3]) > 0
+    # the tree here: 3 -> {8 -> 1, 9} and 4 -> 7 -> 1; the target walks the whole 4 7 1 branch
+    assert tree_ids.tolist() == [2, 3, 4, 8, 9, 7, 1, 1]
+    assert (chain, tree) == (0, 3)
+    # the price: where the vote is right, the tree accepts its first branch (3 8 1), whose tail
+    # it gave to alternatives as probable as that tail (one voter in three), and the chain more
+    right = [3, 8, 1, 2, 4, 7, 1, 2]
+    assert (_accepted_by_sglangs_verify(chain_ids, chain_mask, right),
+            _accepted_by_sglangs_verify(tree_ids, tree_mask, right)) == (7, 3)
 
 
 def test_the_next_step_counts_acceptance_along_the_alternative(sglang):
     worker = _worker("SPECPLUG_SUFFIX", width=8, max_branches=4)
     req = Req("r", FIRST_CANDIDATE_WRONG[:-2], FIRST_CANDIDATE_WRONG[-2:])
     worker._prepare_draft_tokens(Batch([req]))
-    req.output_ids += [4, 7, 1]  # the verify accepted 4 7 from the alternative, then the target's 1
+    req.output_ids += [4, 7, 1, 2]  # the verify accepted 4 7 1 along the alternative, then the target's 2
     accepted = []
     original = worker.drafting.guard.proposer.extend
     worker.drafting.guard.proposer.extend = lambda rid, tokens: accepted.append(original(rid, tokens)) or accepted[-1]
     worker._prepare_draft_tokens(Batch([req]))
-    assert accepted == [2]
+    assert accepted == [3]  # the chain (3 8 1 2 ...) would count 0
