@@ -12,8 +12,8 @@ instead of SGLang's C++ corpus, each decode step
    decode batch (finished, aborted, retracted) stop;
 3. drafts each request within ``speculative_num_draft_tokens - 1`` tokens, the batch size
    handed on, and writes the drafts as SGLang draft trees (:func:`draft_trees`): a chain for a
-   single draft, a real tree where the proposer has alternatives (suffix: its candidates' other
-   continuations), at most ``speculative_ngram_max_bfs_breadth`` branches (1: chains only).
+   single draft, a real tree where the proposer has alternatives (suffix: its vote grown into a
+   speculation tree of the voters' continuations), at most ``speculative_ngram_max_bfs_breadth`` branches (1: chains only).
    SGLang's tree verify then accepts the longest branch the target agrees with.
 
 A fault of the proposer costs that request its draft; a fault anywhere in this glue costs the
