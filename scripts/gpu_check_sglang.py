@@ -4,14 +4,17 @@ NGRAM, and specplug's algorithms, in interleaved rounds of one run.
 
     python scripts/gpu_check_sglang.py --model Qwen/Qwen3-0.6B                    # a GPU machine
     nice .venv-sglang/bin/python scripts/gpu_check_sglang.py --device cpu \\
-        --model .models/smollm2-135m-fp32 --prompts 3 --tokens 64 --rounds 3      # this CPU (test harness)
+        --model .models/smollm2-135m-fp32 --prompts 2 --tokens 64 --rounds 3      # this CPU (test harness)
 
 The prompts are the first user turns of the shipped code-edit prompt set (specplug.lab). Each
 configuration is one ``python -m sglang.launch_server`` started once (engine starts are slow) and
-kept for every round; a round sends every configuration the prompts, one request at a time, in an
-order that rotates from round to round. Per configuration it prints the median over rounds of
+kept for every round; a round sends every configuration the same ``--prompts`` prompts, one
+request at a time, in an order that rotates from round to round, and each round takes the next
+prompts of the set (with the same prompts every round, methods that keep earlier requests' outputs,
+SGLang's NGRAM corpus and suffix's cache, would draft round 2 from round 1's identical answers). Per configuration it prints the median over rounds of
 tokens/s, of the speedup against plain in the same round (with the lowest and highest round: the
-noise), SGLang's acceptance (drafted tokens accepted per verify step, tokens per verify step) and
+noise), SGLang's acceptance over all rounds (drafted tokens accepted per verify step, tokens per
+verify step) and
 whether every output equals the plain run token for token. ``--device cpu`` puts
 tests/sglang/harness (test code: a stand-in sgl_kernel and the torch-native TARGET_VERIFY branch)
 on the servers' path. Exit status 1 when an output differs; 2 when SGLang is missing.
@@ -137,7 +140,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--prompts", type=int, default=3, help="prompts per round (each round its own)")
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--width", type=int, default=8, help="--speculative-num-draft-tokens")
@@ -153,7 +156,11 @@ def main() -> int:
     except ImportError as error:
         print(f"SGLang is not importable ({error}); run scripts/setup_sglang.sh", file=sys.stderr)
         return 2
-    prompts = _prompts(args.model, args.prompts)
+    prompts = _prompts(args.model, args.prompts * args.rounds)
+    if len(prompts) < args.prompts * args.rounds:
+        print(f"--prompts {args.prompts} x --rounds {args.rounds} needs {args.prompts * args.rounds} prompts; "
+              f"the code-edit set has {len(prompts)}", file=sys.stderr)
+        return 2
     labels = ["plain", *[label for label in CONFIGS if label != "plain" and (not args.only or label in args.only)]]
     servers: list[Server] = []
     rounds: list[dict[str, dict]] = []
@@ -166,7 +173,8 @@ def main() -> int:
             print(f"started {label} ({_load()})", flush=True)
         for number in range(args.rounds):
             order = servers[number % len(servers):] + servers[: number % len(servers)]
-            results = {server.label: server.run(prompts, args.tokens) for server in order}
+            chosen = prompts[number * args.prompts : (number + 1) * args.prompts]
+            results = {server.label: server.run(chosen, args.tokens) for server in order}
             rounds.append(results)
             print(f"round {number + 1}: " + ", ".join(f"{label} {result['tokens_per_s']:.2f} tok/s"
                                                    for label, result in results.items()) + f" ({_load()})", flush=True)
@@ -180,10 +188,9 @@ def main() -> int:
         ratios = [result[label]["tokens_per_s"] / result["plain"]["tokens_per_s"] for result in rounds]
         same = all(result[label]["texts"] == result["plain"]["texts"] for result in rounds)
         status |= 0 if same else 1
-        last = rounds[-1][label]
-        steps = last["verify_steps"]
-        accepted = f"{last['accepted'] / steps:.2f}" if steps else "-"
-        per_step = f"{last['generated'] / steps:.2f}" if steps else "-"
+        steps = sum(result[label]["verify_steps"] for result in rounds)
+        accepted = f"{sum(result[label]['accepted'] for result in rounds) / steps:.2f}" if steps else "-"
+        per_step = f"{sum(result[label]['generated'] for result in rounds) / steps:.2f}" if steps else "-"
         print(f"{label:<24}{statistics.median(tps):>8.2f}{statistics.median(ratios):>8.2f}x"
               f"{f'({min(ratios):.2f}-{max(ratios):.2f})':>14}{accepted:>15}{per_step:>10}  {'identical' if same else 'DIFFERS'}")
     if args.json:
