@@ -1,17 +1,23 @@
 #!/usr/bin/env python3
 """Check and benchmark the SGLang adapter: the same greedy prompts with no speculation, SGLang's own
-NGRAM, and specplug's algorithms, in one run.
+NGRAM, and specplug's algorithms, in interleaved rounds of one run.
 
     python scripts/gpu_check_sglang.py --model Qwen/Qwen3-0.6B                    # a GPU machine
-    .venv-sglang/bin/python scripts/gpu_check_sglang.py --device cpu \\
-        --model .models/smollm2-135m-fp32 --prompts 4 --tokens 96                 # this CPU (test harness)
+    nice .venv-sglang/bin/python scripts/gpu_check_sglang.py --device cpu \\
+        --model .models/smollm2-135m-fp32 --prompts 2 --tokens 64 --rounds 3      # this CPU (test harness)
 
-The prompts are the first user turns of the shipped code-edit prompt set (specplug.lab). For each
-configuration it prints tokens/s (wall time of the whole set, after a warm-up request), SGLang's
-acceptance counters (drafts proposed and accepted, mean accepted length) and whether every output
-equals the plain run token for token. ``--device cpu`` puts tests/sglang/harness (test code: a
-stand-in sgl_kernel and the torch-native TARGET_VERIFY branch) on the path first. Exit status 1
-when an output differs; 2 when SGLang is missing.
+The prompts are the first user turns of the shipped code-edit prompt set (specplug.lab). Each
+configuration is one ``python -m sglang.launch_server`` started once (engine starts are slow) and
+kept for every round; a round sends every configuration the same ``--prompts`` prompts, one
+request at a time, in an order that rotates from round to round, and each round takes the next
+prompts of the set (with the same prompts every round, methods that keep earlier requests' outputs,
+SGLang's NGRAM corpus and suffix's cache, would draft round 2 from round 1's identical answers). Per configuration it prints the median over rounds of
+tokens/s, of the speedup against plain in the same round (with the lowest and highest round: the
+noise), SGLang's acceptance over all rounds (drafted tokens accepted per verify step, tokens per
+verify step) and
+whether every output equals the plain run token for token. ``--device cpu`` puts
+tests/sglang/harness (test code: a stand-in sgl_kernel and the torch-native TARGET_VERIFY branch)
+on the servers' path. Exit status 1 when an output differs; 2 when SGLang is missing.
 """
 
 from __future__ import annotations
@@ -19,12 +25,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ALGORITHMS = [None, "NGRAM", "SPECPLUG_SUFFIX", "SPECPLUG_ADAPTIVE"]
+#: label -> server flags beyond the model's; SPECPLUG_SUFFIX twice: chains only, and real trees
+CONFIGS = {
+    "plain": [],
+    "NGRAM": ["--speculative-algorithm", "NGRAM"],
+    "SPECPLUG_SUFFIX chain": ["--speculative-algorithm", "SPECPLUG_SUFFIX", "--speculative-ngram-max-bfs-breadth", "1"],
+    "SPECPLUG_SUFFIX tree": ["--speculative-algorithm", "SPECPLUG_SUFFIX"],
+    "SPECPLUG_ADAPTIVE": ["--speculative-algorithm", "SPECPLUG_ADAPTIVE"],
+}
+STARTUP_S = 600
 
 
 def _prompts(model: str, count: int) -> list[str]:
@@ -37,54 +56,99 @@ def _prompts(model: str, count: int) -> list[str]:
             for chat in first_user_turns("code-edit", count)]
 
 
-def _engine_args(device: str, width: int) -> dict:
+def _server_flags(device: str) -> list[str]:
+    flags = ["--log-level", "warning", "--sleep-on-idle"]  # an idle server must not take the CPU from a busy one
     if device == "cpu":
-        return {"device": "cpu", "attention_backend": "torch_native", "dtype": "float32", "mem_fraction_static": 0.3,
-                "max_total_tokens": 8192, "max_running_requests": 4, "disable_cuda_graph": True,
-                "grammar_backend": "none", "log_level": "warning"}
-    return {"log_level": "warning"}
+        flags += ["--device", "cpu", "--attention-backend", "torch_native", "--dtype", "float32",
+                  "--mem-fraction-static", "0.2", "--max-total-tokens", "8192", "--max-running-requests", "4",
+                  "--disable-cuda-graph", "--grammar-backend", "none"]
+    return flags
 
 
-def _run(model: str, algorithm: str | None, prompts: list[str], tokens: int, device: str, width: int) -> dict:
-    import sglang
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
-    spec = {"speculative_algorithm": algorithm, "speculative_num_draft_tokens": width} if algorithm else {}
-    engine = sglang.Engine(model_path=model, **_engine_args(device, width), **spec)
-    try:
+
+def _post(port: int, payload: dict) -> dict:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/generate", data=json.dumps(payload).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=1800) as response:
+        return json.loads(response.read())
+
+
+class Server:
+    """One ``launch_server`` of one configuration, kept for every round."""
+
+    def __init__(self, label: str, flags: list[str], model: str, device: str, width: int) -> None:
+        self.label = label
+        self.port = _port()
+        spec = ["--speculative-num-draft-tokens", str(width)] if flags else []
+        command = [sys.executable, "-m", "sglang.launch_server", "--model-path", model, "--port", str(self.port),
+                   *flags, *spec, *_server_flags(device)]
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="sglang-bench-", suffix=".log", delete=False)
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, env=dict(os.environ))
+
+    def wait(self) -> None:
+        deadline = time.monotonic() + STARTUP_S
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.label}: launch_server exited with {self.process.returncode}; log {self.log.name}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.label}: no /health answer in {STARTUP_S} s; log {self.log.name}")
+            time.sleep(2)
+
+    def run(self, prompts: list[str], tokens: int) -> dict:
         params = {"temperature": 0, "max_new_tokens": tokens}
-        engine.generate(prompts[:1], dict(params, max_new_tokens=8))  # warm-up
         started = time.perf_counter()
-        outputs = [engine.generate(prompt, dict(params)) for prompt in prompts]  # one stream at a time
+        outputs = [_post(self.port, {"text": prompt, "sampling_params": params}) for prompt in prompts]
         elapsed = time.perf_counter() - started
-    finally:
-        engine.shutdown()
-    metas = [out["meta_info"] for out in outputs]
-    generated = sum(meta["completion_tokens"] for meta in metas)
-    verify = sum(meta.get("spec_verify_ct", 0) for meta in metas)
-    return {
-        "algorithm": algorithm or "plain",
-        "tokens_per_s": round(generated / elapsed, 2),
-        "generated": generated,
-        "verify_steps": verify,
-        "proposed": sum(meta.get("spec_num_proposed_drafts", 0) for meta in metas),
-        "accepted": sum(meta.get("spec_num_correct_drafts", 0) for meta in metas),
-        "tokens_per_step": round(generated / verify, 2) if verify else None,
-        "texts": [out["text"] for out in outputs],
-    }
+        metas = [out["meta_info"] for out in outputs]
+        generated = sum(meta["completion_tokens"] for meta in metas)
+        verify = sum(meta.get("spec_verify_ct", 0) for meta in metas)
+        return {
+            "tokens_per_s": generated / elapsed,
+            "generated": generated,
+            "verify_steps": verify,
+            "accepted": sum(meta.get("spec_num_correct_drafts", 0) for meta in metas),
+            "texts": [out["text"] for out in outputs],
+        }
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def _load() -> str:
+    try:
+        return "load average " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "load average unknown"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--prompts", type=int, default=3, help="prompts per round (each round its own)")
     parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--width", type=int, default=8, help="--speculative-num-draft-tokens")
-    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--only", nargs="*", choices=list(CONFIGS), help="configurations to run (plain always runs)")
+    parser.add_argument("--json", type=Path, help="also write every round's figures here")
     args = parser.parse_args()
     if args.device == "cpu":
         harness = str(ROOT / "tests" / "sglang" / "harness")
-        sys.path.insert(0, harness)
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [harness, os.environ.get("PYTHONPATH")]))
         os.environ["SGLANG_USE_CPU_ENGINE"] = "1"
     try:
@@ -92,21 +156,48 @@ def main() -> int:
     except ImportError as error:
         print(f"SGLang is not importable ({error}); run scripts/setup_sglang.sh", file=sys.stderr)
         return 2
-    prompts = _prompts(args.model, args.prompts)
-    results = [_run(args.model, algorithm, prompts, args.tokens, args.device, args.width) for algorithm in ALGORITHMS]
-    plain = results[0]["texts"]
+    prompts = _prompts(args.model, args.prompts * args.rounds)
+    if len(prompts) < args.prompts * args.rounds:
+        print(f"--prompts {args.prompts} x --rounds {args.rounds} needs {args.prompts * args.rounds} prompts; "
+              f"the code-edit set has {len(prompts)}", file=sys.stderr)
+        return 2
+    labels = ["plain", *[label for label in CONFIGS if label != "plain" and (not args.only or label in args.only)]]
+    servers: list[Server] = []
+    rounds: list[dict[str, dict]] = []
+    try:
+        for label in labels:  # one at a time: starts compete for the CPU
+            server = Server(label, CONFIGS[label], args.model, args.device, args.width)
+            servers.append(server)
+            server.wait()
+            server.run(prompts[:1], 8)  # warm-up
+            print(f"started {label} ({_load()})", flush=True)
+        for number in range(args.rounds):
+            order = servers[number % len(servers):] + servers[: number % len(servers)]
+            chosen = prompts[number * args.prompts : (number + 1) * args.prompts]
+            results = {server.label: server.run(chosen, args.tokens) for server in order}
+            rounds.append(results)
+            print(f"round {number + 1}: " + ", ".join(f"{label} {result['tokens_per_s']:.2f} tok/s"
+                                                   for label, result in results.items()) + f" ({_load()})", flush=True)
+    finally:
+        for server in servers:
+            server.stop()
     status = 0
-    print(f"{'algorithm':<20}{'tokens/s':>10}{'speedup':>9}{'tok/step':>10}{'accepted':>10}{'proposed':>10}  output")
-    for result in results:
-        same = result["texts"] == plain
+    print(f"\n{'configuration':<24}{'tok/s':>8}{'speedup':>9}{'(min-max)':>14}{'accepted/step':>15}{'tok/step':>10}  output")
+    for label in labels:
+        tps = [result[label]["tokens_per_s"] for result in rounds]
+        ratios = [result[label]["tokens_per_s"] / result["plain"]["tokens_per_s"] for result in rounds]
+        same = all(result[label]["texts"] == result["plain"]["texts"] for result in rounds)
         status |= 0 if same else 1
-        speedup = result["tokens_per_s"] / results[0]["tokens_per_s"]
-        print(f"{result['algorithm']:<20}{result['tokens_per_s']:>10}{speedup:>8.2f}x{result['tokens_per_step'] or '-':>10}"
-              f"{result['accepted']:>10}{result['proposed']:>10}  {'identical' if same else 'DIFFERS'}")
+        steps = sum(result[label]["verify_steps"] for result in rounds)
+        accepted = f"{sum(result[label]['accepted'] for result in rounds) / steps:.2f}" if steps else "-"
+        per_step = f"{sum(result[label]['generated'] for result in rounds) / steps:.2f}" if steps else "-"
+        print(f"{label:<24}{statistics.median(tps):>8.2f}{statistics.median(ratios):>8.2f}x"
+              f"{f'({min(ratios):.2f}-{max(ratios):.2f})':>14}{accepted:>15}{per_step:>10}  {'identical' if same else 'DIFFERS'}")
     if args.json:
         from specplug._outputs import write_text_atomic
 
-        write_text_atomic(args.json, json.dumps([{k: v for k, v in r.items() if k != "texts"} for r in results], indent=1))
+        write_text_atomic(args.json, json.dumps([{label: {k: v for k, v in result.items() if k != "texts"}
+                                                  for label, result in results.items()} for results in rounds], indent=1))
     return status
 
 

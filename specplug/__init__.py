@@ -13,6 +13,8 @@ from specplug._contract import (
     as_token_array,
     check_batch_drafts,
     check_draft,
+    check_tree_draft,
+    draft_accepted,
 )
 from specplug._errors import (
     DuplicateNameError,
@@ -63,8 +65,10 @@ __all__ = [
     "as_token_array",
     "check_batch_drafts",
     "check_draft",
+    "check_tree_draft",
     "create",
     "create_peer",
+    "draft_accepted",
     "hookimpl",
     "method_specs",
     "methods",

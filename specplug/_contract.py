@@ -32,6 +32,8 @@ __all__ = [
     "as_token_array",
     "check_batch_drafts",
     "check_draft",
+    "check_tree_draft",
+    "draft_accepted",
 ]
 
 RequestId = Hashable
@@ -67,19 +69,97 @@ class Draft:
     ``tokens`` may be empty (no speculation this step). ``score`` is the expected number
     of accepted tokens where the proposer can estimate it, else None. ``needs_neural``
     is False when a hybrid decided its lookup draft wins, so an adapter may skip the
-    model's own MTP/EAGLE pass for this step.
+    model's own MTP/EAGLE pass for this step. ``alternatives`` are other continuations
+    worth verifying beside ``tokens``, best first: only :meth:`Proposer.propose_alternatives`
+    fills them, for an engine that verifies draft trees (an engine verifying chains reads
+    ``tokens`` alone).
 
     >>> Draft((5, 6), source="ngram", score=1.5).tokens
     (5, 6)
+    >>> Draft((5, 6), "suffix", alternatives=((5, 7),)).branches()
+    ((5, 6), (5, 7))
     """
 
     tokens: tuple[int, ...]
     source: str
     score: float | None = None
     needs_neural: bool = field(default=True, compare=False)
+    alternatives: tuple[tuple[int, ...], ...] = ()
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    def branches(self) -> tuple[tuple[int, ...], ...]:
+        """Every continuation to verify, ``tokens`` first; none when there is no draft."""
+        if not self.tokens:
+            return ()
+        return (self.tokens, *self.alternatives)
+
+
+def draft_accepted(draft: Draft, verified: Sequence[int] | np.ndarray) -> int:
+    """How many tokens of ``draft`` the ``verified`` tokens confirm, along its best branch.
+
+    A tree verifier keeps the longest branch the target agrees with, so a draft with
+    alternatives is accepted as far as its best one.
+
+    >>> draft_accepted(Draft((5, 6), "suffix", alternatives=((7, 8, 9),)), [7, 8, 1])
+    2
+    """
+    accepted = accepted_prefix(draft.tokens, verified)
+    for branch in draft.alternatives:
+        accepted = max(accepted, accepted_prefix(branch, verified))
+    return accepted
+
+
+def check_tree_draft(draft: object, max_tokens: int, max_branches: int, who: str = "proposer") -> Draft:
+    """A draft tree made safe to hand an engine, or :class:`InvalidDraftError` naming the bad value.
+
+    ``tokens`` is checked as :func:`check_draft` checks a chain; each alternative must be a
+    tuple of ints in ``[0, MAX_TOKEN_ID]`` too. The tree is then shaped to what the engine
+    asked for: alternatives past ``max_branches - 1`` are dropped, and so are those that add
+    nothing (empty, or a prefix of an earlier branch); the whole tree keeps within
+    ``max_tokens`` tokens, a prefix shared with an earlier branch counted once (a branch that
+    finds no room left is cut there).
+
+    >>> check_tree_draft(Draft((1, 2, 3), "x", alternatives=((1, 4, 5), (), (6,))), 4, 3).branches()
+    ((1, 2, 3), (1, 4))
+    >>> check_tree_draft(Draft((1, 2), "x", alternatives=((1, -2),)), 4, 2)
+    Traceback (most recent call last):
+    ...
+    specplug._errors.InvalidDraftError: proposer drafted token -2 at position 1; token ids are ints in [0, 2147483647]
+    """
+    draft = check_draft(draft, max_tokens, who)
+    tokens, alternatives = draft.tokens, draft.alternatives
+    if alternatives.__class__ is not tuple:
+        raise InvalidDraftError(
+            "tokens not a tuple",
+            f"{who} drafted alternatives of type {type(alternatives).__name__}; Draft.alternatives is a tuple of tuples",
+        )
+    kept: list[tuple[int, ...]] = []
+    if alternatives and tokens and max_branches > 1:
+        # the tree's nodes so far: every prefix of a kept branch
+        nodes = {tokens[:depth] for depth in range(1, len(tokens) + 1)}
+        for branch in alternatives:
+            if branch.__class__ is not tuple:
+                raise InvalidDraftError(
+                    "tokens not a tuple", f"{who} drafted an alternative of type {type(branch).__name__}; branches are tuples of ints"
+                )
+            for token in branch:
+                if token.__class__ is not int or not 0 <= token <= MAX_TOKEN_ID:
+                    _reject_draft(branch, who)
+            shared = 0
+            while shared < len(branch) and branch[: shared + 1] in nodes:
+                shared += 1
+            branch = branch[: shared + max_tokens - len(nodes)]
+            if len(branch) <= shared:
+                continue  # nothing new (a prefix of an earlier branch), or no room left
+            nodes.update(branch[:depth] for depth in range(shared + 1, len(branch) + 1))
+            kept.append(branch)
+            if len(kept) == max_branches - 1 or len(nodes) == max_tokens:
+                break
+    if tuple(kept) == alternatives:
+        return draft
+    return replace(draft, alternatives=tuple(kept))
 
 
 def as_token_array(tokens: object, what: str = "token_ids") -> np.ndarray:
@@ -407,6 +487,12 @@ def check_batch_size(batch_size: object) -> int:
     return operator.index(batch_size)
 
 
+def _check_max_branches(max_branches: object) -> int:
+    if isinstance(max_branches, bool) or not isinstance(max_branches, (int, np.integer)) or max_branches < 1:
+        raise InvalidOptionError(f"max_branches = {max_branches!r} is not valid; it must be an int >= 1")
+    return operator.index(max_branches)
+
+
 def _check_max_tokens(max_tokens: object) -> int:
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)):
         raise InvalidOptionError(f"max_tokens = {max_tokens!r} is not an int; it must be an int >= 1")
@@ -432,6 +518,9 @@ class Proposer(abc.ABC):
     max_draft_tokens: int | None = None
     #: whether :meth:`set_batch_size` changes what it drafts (the engine layer calls it either way)
     takes_batch_size: ClassVar[bool] = False
+    #: whether :meth:`propose_alternatives` can give more than one branch (an engine that verifies
+    #: draft trees asks only such proposers; the others' single draft comes through the batch path)
+    proposes_alternatives: ClassVar[bool] = False
 
     def __init__(self) -> None:
         # request id -> the last draft proposed and not yet resolved by extend()
@@ -465,6 +554,38 @@ class Proposer(abc.ABC):
             self._pending[request_id] = draft
             return draft
 
+    def propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
+        """Draft as :meth:`propose` does, grown into a tree of up to ``max_branches`` branches.
+
+        For an engine that verifies a draft tree of at most ``max_tokens`` tokens (its verify
+        width; a prefix two branches share is one token): ``Draft.tokens`` is the most likely
+        branch (what :meth:`propose` drafts, cut where the budget went to alternatives),
+        ``Draft.alternatives`` the others, and :meth:`extend` counts acceptance along the best
+        branch. A proposer without alternatives (``proposes_alternatives`` false) gives its
+        single draft. The result is checked (:func:`check_tree_draft`) before it is recorded.
+
+        >>> from specplug import create
+        >>> p = create("suffix")
+        >>> p.start("r", [1, 2, 3, 9, 1, 2, 3, 8, 1, 2, 4, 7, 1, 2])
+        >>> p.propose("r", 4).tokens
+        (3, 8, 1, 2)
+        >>> p.propose_alternatives("r", 4, 4).branches()  # "1 2" went on with 3 8, 3 9 and 4 7
+        ((3, 8), (4, 7))
+        >>> p.extend("r", [4, 7, 5])  # the target took the alternative: two tokens accepted
+        2
+        """
+        with self._lock:
+            self._check_live(request_id, "propose_alternatives")
+            limit = _check_max_tokens(max_tokens)
+            branches = _check_max_branches(max_branches)
+            if branches > 1:
+                draft = self._propose_alternatives(request_id, limit, branches)
+            else:
+                draft = self._propose(request_id, limit)
+            draft = check_tree_draft(draft, limit, branches, self.name)
+            self._pending[request_id] = draft
+            return draft
+
     def extend(self, request_id: RequestId, token_ids: Sequence[int] | np.ndarray) -> int:
         """Append verified tokens; return how many of the last draft they accepted.
 
@@ -475,7 +596,7 @@ class Proposer(abc.ABC):
             self._check_live(request_id, "extend")
             tokens = as_token_array(token_ids)
             draft = self._pending[request_id]
-            accepted = accepted_prefix(draft.tokens, tokens) if draft is not None else 0
+            accepted = draft_accepted(draft, tokens) if draft is not None else 0
             self._pending[request_id] = None
             self._extend(request_id, tokens)
             if draft is not None:
@@ -651,7 +772,7 @@ class Proposer(abc.ABC):
             if end > begin:
                 last = pending[request_id]
                 pending[request_id] = None
-                count = accepted_prefix(last.tokens, flat[begin:end]) if last is not None else 0
+                count = draft_accepted(last, flat[begin:end]) if last is not None else 0
                 self._extend(request_id, new_tokens[begin:end])
                 if last is not None:
                     accepted[row] = count
@@ -702,6 +823,10 @@ class Proposer(abc.ABC):
 
     @abc.abstractmethod
     def _stop(self, request_id: RequestId) -> None: ...
+
+    def _propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
+        """The draft with its alternatives (``max_branches >= 2``); by default the single draft."""
+        return self._propose(request_id, max_tokens)
 
     def _observe(self, request_id: RequestId, draft: Draft, accepted: int) -> None:
         """Called after ``extend`` with the last draft and how many of its tokens were accepted."""

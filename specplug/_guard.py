@@ -148,12 +148,7 @@ class GuardedProposer:
             self._add("empty_drafts")
             return Draft((), self.name, 0.0)
         draft = self._propose(request_id, max_tokens)
-        with self._count_lock:
-            if draft.tokens:
-                self.counters[f"drafts.{draft.source}"] += 1
-                self.counters["draft_tokens"] += len(draft.tokens)
-            else:
-                self.counters["empty_drafts"] += 1
+        self._count_draft(draft)
         return draft
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
@@ -166,6 +161,37 @@ class GuardedProposer:
             self._fault("propose", request_id, error)
             draft = Draft((), self.name, 0.0)
         return draft
+
+    def propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
+        """:meth:`Proposer.propose_alternatives`, faults and bad drafts isolated as in :meth:`propose`.
+
+        ``counters["tree_drafts"]`` counts the drafts that came with alternatives and
+        ``counters["alternatives"]`` the alternatives themselves.
+        """
+        if self._unhashable("propose_alternatives", request_id) or request_id in self._disabled:
+            self._add("empty_drafts")
+            return Draft((), self.name, 0.0)
+        try:
+            draft = self.proposer.propose_alternatives(request_id, max_tokens, max_branches)
+            if self._checks_drafts:
+                draft = check_tree_draft(draft, max_tokens, max_branches, self.name)
+        except Exception as error:  # noqa: BLE001
+            self._fault("propose_alternatives", request_id, error)
+            draft = Draft((), self.name, 0.0)
+        self._count_draft(draft)
+        if draft.alternatives:
+            with self._count_lock:
+                self.counters["tree_drafts"] += 1
+                self.counters["alternatives"] += len(draft.alternatives)
+        return draft
+
+    def _count_draft(self, draft: Draft) -> None:
+        with self._count_lock:
+            if draft.tokens:
+                self.counters[f"drafts.{draft.source}"] += 1
+                self.counters["draft_tokens"] += len(draft.tokens)
+            else:
+                self.counters["empty_drafts"] += 1
 
     def extend(self, request_id: RequestId, token_ids: Sequence[int]) -> int:
         if self._unhashable("extend", request_id) or request_id in self._disabled:

@@ -115,3 +115,33 @@ def test_suffix_global_cache_equals_reference_across_evictions(options, outputs,
             reference.extend("probe", [token])
         fast.stop("probe")
         reference.stop("probe")
+
+
+def _run_alternatives(proposer, ops, branches):
+    out = []
+    for rid, action, payload in ops:
+        if action == "start":
+            proposer.start(rid, payload)
+        elif action == "propose":
+            draft = proposer.propose_alternatives(rid, payload, branches)
+            out.append((rid, draft.tokens, draft.alternatives))
+        elif action == "extend":
+            out.append((rid, "accepted", proposer.extend(rid, payload)))
+        else:
+            proposer.stop(rid)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(options=suffix_options, ops=schedules(requests=4), branches=st.integers(1, 6))
+def test_suffix_alternatives_fast_equal_reference_interleaved(options, ops, branches):
+    fast = specplug.create("suffix", **options)
+    reference = specplug.create("suffix", implementation="reference", **options)
+    got = _run_alternatives(fast, ops, branches)
+    assert got == _run_alternatives(reference, ops, branches)
+    # the tree's first branch is the draft propose() makes, cut where alternatives took the budget
+    plain = [item for item in _run(specplug.create("suffix", **options), ops) if item[1] != "accepted"]
+    trees = [item for item in got if item[1] != "accepted"]
+    assert len(plain) == len(trees)
+    for (_, tree_tokens, _), (_, plain_tokens, _) in zip(trees, plain):
+        assert plain_tokens[: len(tree_tokens)] == tree_tokens and bool(tree_tokens) == bool(plain_tokens)

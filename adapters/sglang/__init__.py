@@ -23,10 +23,13 @@ from specplug_adapters.sglang._config import (
     LOGGER_NAME,
     OPTIONS_ENV,
     PREFIX,
+    STATS_FILE_ENV,
+    STATS_INTERVAL_ENV,
     algorithm_names,
     check_options,
     method_of,
     read_options,
+    read_stats_settings,
 )
 from specplug_adapters.sglang._plugin import DISABLE_ENV, register, registered
 from specplug_adapters.sglang._trees import PAD_TOKEN, draft_trees
@@ -42,6 +45,8 @@ __all__ = [
     "OPTIONS_ENV",
     "PAD_TOKEN",
     "PREFIX",
+    "STATS_FILE_ENV",
+    "STATS_INTERVAL_ENV",
     "TESTED_SGLANG",
     "SpecplugSpecAlgo",
     "SpecplugWorker",
@@ -51,6 +56,7 @@ __all__ = [
     "installed_sglang_version",
     "method_of",
     "read_options",
+    "read_stats_settings",
     "register",
     "registered",
     "version_problem",

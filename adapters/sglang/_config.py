@@ -25,11 +25,14 @@ __all__ = [
     "LOGGER_NAME",
     "OPTIONS_ENV",
     "PREFIX",
+    "STATS_FILE_ENV",
+    "STATS_INTERVAL_ENV",
     "algorithm_names",
     "check_options",
     "create_proposer",
     "method_of",
     "read_options",
+    "read_stats_settings",
 ]
 
 #: the logger of the plugin's and the worker's messages (a child of specplug's own)
@@ -38,6 +41,10 @@ LOGGER_NAME = "specplug.sglang"
 PREFIX = "SPECPLUG_"
 #: the environment variable holding the method's options as one JSON object
 OPTIONS_ENV = "SPECPLUG_SGLANG_OPTIONS"
+#: a path (may hold ``{pid}``) where each scheduler process writes specplug's counters as JSON
+STATS_FILE_ENV = "SPECPLUG_SGLANG_STATS_FILE"
+#: seconds between two writes of that file (0: every step); 30 when unset
+STATS_INTERVAL_ENV = "SPECPLUG_SGLANG_STATS_INTERVAL"
 #: the verify width when --speculative-num-draft-tokens is not given (the root and 7 drafted tokens)
 DEFAULT_NUM_DRAFT_TOKENS = 8
 #: what SGLang offers a method that composes the engine's own drafter on this path
@@ -91,6 +98,24 @@ def read_options(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     return options
 
 
+def read_stats_settings(environ: Mapping[str, str] | None = None) -> tuple[str | None, float]:
+    """Where and how often the worker writes its counters (:data:`STATS_FILE_ENV`, :data:`STATS_INTERVAL_ENV`).
+
+    >>> read_stats_settings({STATS_FILE_ENV: "/tmp/s-{pid}.json", STATS_INTERVAL_ENV: "0"})
+    ('/tmp/s-{pid}.json', 0.0)
+    """
+    environ = os.environ if environ is None else environ
+    path = environ.get(STATS_FILE_ENV, "").strip() or None
+    raw = environ.get(STATS_INTERVAL_ENV, "").strip()
+    try:
+        interval = float(raw) if raw else 30.0
+    except ValueError:
+        interval = -1.0
+    if not interval >= 0:  # also refuses nan
+        raise InvalidOptionError(f"{STATS_INTERVAL_ENV} = {raw!r:.40} is not valid; give seconds >= 0 (0: every step)")
+    return path, interval
+
+
 def create_proposer(algorithm: str, options: Mapping[str, Any]) -> specplug.Proposer:
     """The proposer an SGLang worker drafts with, created by the method's declared capabilities."""
     method = method_of(algorithm)
@@ -117,8 +142,8 @@ def _with_drafter(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
     return given
 
 
-def check_options(algorithm: str, options: Mapping[str, Any], num_draft_tokens: object) -> None:
-    """Refuse a bad algorithm, option or draft width before SGLang starts a process (one-line errors)."""
+def check_options(algorithm: str, options: Mapping[str, Any], num_draft_tokens: object, max_branches: object = 1) -> None:
+    """Refuse a bad algorithm, option, draft width or branch count before SGLang starts a process (one-line errors)."""
     method = method_of(algorithm)
     if num_draft_tokens is not None and (
         isinstance(num_draft_tokens, bool) or not isinstance(num_draft_tokens, int) or num_draft_tokens < 2
@@ -127,5 +152,11 @@ def check_options(algorithm: str, options: Mapping[str, Any], num_draft_tokens: 
             f"--speculative-num-draft-tokens = {num_draft_tokens!r} is not valid for {algorithm}; "
             "it must be an int >= 2 (the root plus at least one drafted token)"
         )
+    if isinstance(max_branches, bool) or not isinstance(max_branches, int) or max_branches < 1:
+        raise InvalidOptionError(
+            f"--speculative-ngram-max-bfs-breadth = {max_branches!r} is not valid for {algorithm}; "
+            "it must be an int >= 1 (the most branches of a request's draft tree; 1: chains)"
+        )
+    read_stats_settings()
     # creating it once checks every option (and a composing method's drafter) the way the worker will
     create_proposer(algorithm, options)

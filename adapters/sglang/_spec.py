@@ -68,7 +68,8 @@ def apply_defaults(server_args: Any) -> None:
         )
     if server_args.speculative_num_draft_tokens is None:
         server_args.speculative_num_draft_tokens = DEFAULT_NUM_DRAFT_TOKENS
-    # drafts are chains below one root; a tree's alternatives still fit the mask, not a top-k
+    # the n-gram verify reads a tree from its mask, whatever the top-k; 1 keeps SGLang's top-k
+    # paths (page layouts, graph shapes) on their simplest case
     server_args.speculative_eagle_topk = 1
     if server_args.speculative_num_steps is None:
         server_args.speculative_num_steps = server_args.speculative_num_draft_tokens - 1
@@ -85,4 +86,5 @@ def validate_server_args(server_args: Any) -> None:
         server_args.speculative_algorithm,
         read_options(),
         server_args.speculative_num_draft_tokens,
+        getattr(server_args, "speculative_ngram_max_bfs_breadth", 1),
     )

@@ -30,8 +30,9 @@ def draft_trees(
     """Per request, its root and its branches (token paths below the root) as one flat tree batch.
 
     A single draft is one branch (a chain); alternatives are more branches, merged where they
-    share a prefix. Nodes are numbered breadth first, branches in the order given, and nodes
-    past ``width`` are dropped (a branch cut short, never a node without its parent).
+    share a prefix. Branches claim the ``width - 1`` slots in the order given (the first, the
+    proposer's own draft, whole before any alternative), a branch that finds no slot left ends
+    there (never a node without its parent); then nodes are numbered breadth first.
 
     >>> ids, mask = draft_trees([5], [[[6, 7], [6, 8]]], 5)
     >>> ids.tolist()
@@ -51,37 +52,35 @@ def draft_trees(
     mask[:, diagonal, diagonal] = 1
     for b, (root, row) in enumerate(zip(roots, branches)):
         ids[b, 0] = root
-        _fill(ids[b], mask[b], row, width)
+        if row:
+            _fill(ids[b], mask[b], row, width)
     return ids.reshape(-1), mask.reshape(-1)
 
 
 def _fill(ids: np.ndarray, mask: np.ndarray, row: Sequence[Sequence[int]], width: int) -> None:
-    # a trie of the branches: children[node] maps a token to its child's node number
+    # a trie of the branches, built in priority order: children[node] maps a token to its child
     children: list[dict[int, int]] = [{}]
-    parents = [-1]
-    tokens = [int(ids[0])]
-    depth_nodes: list[list[tuple[int, Sequence[int], int]]] = [[(0, branch, 0) for branch in row]]
-    # breadth first: all nodes at depth d are numbered before any at depth d + 1
-    while depth_nodes and depth_nodes[-1]:
-        following: list[tuple[int, Sequence[int], int]] = []
-        for parent, branch, at in depth_nodes[-1]:
-            if at >= len(branch):
-                continue
-            token = int(branch[at])
-            node = children[parent].get(token)
-            if node is None:
+    tokens: list[int] = [int(ids[0])]
+    for branch in row:
+        node = 0
+        for token in branch:
+            token = int(token)
+            child = children[node].get(token)
+            if child is None:
                 if len(tokens) >= width:
-                    continue  # out of room: this branch ends here
-                node = len(tokens)
-                children[parent][token] = node
+                    break  # out of slots: this branch ends here
+                child = len(tokens)
+                children[node][token] = child
                 children.append({})
-                parents.append(parent)
                 tokens.append(token)
-            following.append((node, branch, at + 1))
-        depth_nodes.append(following)
-    for node in range(1, len(tokens)):
-        ids[node] = tokens[node]
-        ancestor = node
-        while ancestor >= 0:
-            mask[node, ancestor] = 1
-            ancestor = parents[ancestor]
+            node = child
+    # numbered breadth first (parents before children, as SGLang's corpus numbers its trees)
+    order = [0]
+    parent_slot = [-1]
+    for position in range(len(tokens)):
+        for child in children[order[position]].values():
+            order.append(child)
+            parent_slot.append(position)
+    for slot in range(1, len(order)):
+        ids[slot] = tokens[order[slot]]
+        mask[slot] |= mask[parent_slot[slot]]  # the parent's ancestors, itself included

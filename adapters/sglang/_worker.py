@@ -11,7 +11,10 @@ instead of SGLang's C++ corpus, each decode step
    new requests start, running ones extend by what they gained, and requests gone from the
    decode batch (finished, aborted, retracted) stop;
 3. drafts each request within ``speculative_num_draft_tokens - 1`` tokens, the batch size
-   handed on, and writes the drafts as SGLang draft trees (:func:`draft_trees`).
+   handed on, and writes the drafts as SGLang draft trees (:func:`draft_trees`): a chain for a
+   single draft, a real tree where the proposer has alternatives (suffix: its vote grown into a
+   speculation tree of the voters' continuations), at most ``speculative_ngram_max_bfs_breadth`` branches (1: chains only).
+   SGLang's tree verify then accepts the longest branch the target agrees with.
 
 A fault of the proposer costs that request its draft; a fault anywhere in this glue costs the
 step's drafts (root-only trees, plain decoding for one step), never the scheduler.
@@ -29,7 +32,7 @@ from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 from sglang.srt.speculative.ngram_worker import NGRAMWorker
 
 from specplug.engine import EngineDrafting
-from specplug_adapters.sglang._config import LOGGER_NAME, create_proposer, read_options
+from specplug_adapters.sglang._config import LOGGER_NAME, create_proposer, read_options, read_stats_settings
 from specplug_adapters.sglang._trees import draft_trees
 
 __all__ = ["SpecplugWorker"]
@@ -110,19 +113,33 @@ class SpecplugWorker(NGRAMWorker):
         self.grammar_tree_host = None
         self.ngram_corpus = _NoCorpus()
         algorithm = getattr(spec, "speculative_algorithm", None) or server_args.speculative_algorithm
-        self.init_drafting(str(algorithm), self.draft_token_num, enable_overlap=self.enable_overlap)
+        self.init_drafting(
+            str(algorithm),
+            self.draft_token_num,
+            enable_overlap=self.enable_overlap,
+            max_branches=spec.speculative_ngram_max_bfs_breadth,
+        )
 
-    def init_drafting(self, algorithm: str, draft_token_num: int, *, enable_overlap: bool = False) -> None:
+    def init_drafting(
+        self, algorithm: str, draft_token_num: int, *, enable_overlap: bool = False, max_branches: int = 1
+    ) -> None:
         """The drafting state: the algorithm's proposer behind the engine layer, no request seen yet.
 
         Separate from ``__init__`` (which needs SGLang's runtime context) so tests can drive the
-        draft source alone.
+        draft source alone. ``max_branches``: most branches per request's tree (1: chains).
         """
         self.algorithm = algorithm.upper()
         self.draft_token_num = draft_token_num
         self.enable_overlap = enable_overlap
+        self.max_branches = max_branches
+        stats_file, stats_interval = read_stats_settings()
         self.drafting = EngineDrafting(
-            create_proposer(self.algorithm, read_options()), method=self.algorithm, logger=LOGGER_NAME
+            create_proposer(self.algorithm, read_options()),
+            method=self.algorithm,
+            logger=LOGGER_NAME,
+            stats_file=stats_file,
+            stats_interval=stats_interval,
+            details={"engine": "SGLang", "max_branches": max_branches, "num_draft_tokens": draft_token_num},
         )
         self._lengths: dict[Any, int] = {}  # request id -> history length at its last decode step
 
@@ -140,7 +157,7 @@ class SpecplugWorker(NGRAMWorker):
         return draft_trees(roots, branches, self.draft_token_num)
 
     def draft_branches(self, request_ids: Sequence[Any], histories: Sequence[_History]) -> list[list[tuple[int, ...]]]:
-        """Per request, its drafts below the root: one branch for a chain, none for no draft."""
+        """Per request, its drafts below the root: one branch for a chain, more for a tree, none for no draft."""
         new_tokens: list[list[int]] = []
         for request_id, history in zip(request_ids, histories):
             seen = self._lengths.get(request_id)
@@ -150,8 +167,8 @@ class SpecplugWorker(NGRAMWorker):
         rows = self.drafting.sync_batch(new_tokens, lengths, histories, list(request_ids))
         self._lengths = {request_id: length for request_id, length in zip(request_ids, lengths)}
         limit = self.draft_token_num - 1
-        drafts = self.drafting.draft([(row, limit) for row in rows], batch_size=len(rows))
-        return [[draft.tokens] if draft.tokens else [] for draft in drafts]
+        drafts = self.drafting.draft([(row, limit) for row in rows], batch_size=len(rows), max_branches=self.max_branches)
+        return [list(draft.branches()) for draft in drafts]
 
     def _histories(self, batch: Any) -> list[_History]:
         reqs = batch.reqs

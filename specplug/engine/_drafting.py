@@ -126,7 +126,13 @@ class EngineDrafting:
         self.stats.step()
         return drafts
 
-    def draft(self, rows: Sequence[tuple[RequestId | None, int]], *, batch_size: int | None = None) -> list[Draft]:
+    def draft(
+        self,
+        rows: Sequence[tuple[RequestId | None, int]],
+        *,
+        batch_size: int | None = None,
+        max_branches: int = 1,
+    ) -> list[Draft]:
         """One step's drafts: per row, ``(request id or None, most tokens for that row)``.
 
         The batch size (``batch_size``, else the number of rows) reaches the proposer through
@@ -135,9 +141,22 @@ class EngineDrafting:
         asking the proposer; a draft longer than its row's limit, or otherwise bad, is dropped
         (the guard's ``bad_drafts`` counter). The rows asked go to the
         proposer as one :meth:`specplug.Proposer.step_batch` with no new tokens.
+
+        An engine that verifies draft trees passes ``max_branches`` > 1: a proposer that
+        declares ``proposes_alternatives`` is then asked per row for its draft with up to
+        ``max_branches - 1`` alternatives (``Draft.alternatives``, each within the row's limit;
+        ``Draft.branches()`` lists them all); any other proposer drafts as with 1.
+
+        >>> from specplug import create
+        >>> drafting = EngineDrafting(create("suffix", min_token_prob=0.0))
+        >>> rows = drafting.sync_batch([[2]], [8], [[1, 2, 3, 1, 2, 4, 1, 2]], ["a"])
+        >>> drafting.draft([(rows[0], 4)], max_branches=3)[0].branches()  # a tree of 4 tokens
+        ((4, 1), (3, 1))
         """
         self._pass_batch_size(len(rows) if batch_size is None else batch_size)
         asked = [row for row, (request_id, limit) in enumerate(rows) if request_id is not None and limit >= 1]
+        if max_branches > 1 and getattr(self.guard.proposer, "proposes_alternatives", False):
+            return self._draft_trees(rows, asked, max_branches)
         step = BatchStep(
             [rows[row][0] for row in asked],
             np.empty(0, dtype=np.int64),
@@ -149,6 +168,16 @@ class EngineDrafting:
         drafts = [empty] * len(rows)
         for position, row in enumerate(asked):
             drafts[row] = got.draft(position)
+        self.stats.step()
+        return drafts
+
+    def _draft_trees(self, rows: Sequence[tuple[RequestId | None, int]], asked: list[int], max_branches: int) -> list[Draft]:
+        # per row: alternatives have no batch path (a tree engine drafts a few rows of a few branches)
+        empty = Draft((), self.guard.name, 0.0)
+        drafts = [empty] * len(rows)
+        for row in asked:
+            request_id, limit = rows[row]
+            drafts[row] = self.guard.propose_alternatives(request_id, limit, max_branches)
         self.stats.step()
         return drafts
 

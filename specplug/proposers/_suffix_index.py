@@ -90,6 +90,26 @@ class _Ring:
         )
 
 
+    def continuations(self, query: np.ndarray, options, max_tokens: int) -> list[tuple[int, tuple[int, ...]]]:
+        """(match length, continuation) of every candidate a draft is voted among, most recent first."""
+        ends = np.empty(options.max_candidates, dtype=np.int64)
+        lengths = np.empty(options.max_candidates, dtype=np.int64)
+        found = kernels.candidates(
+            self.tokens, self.prev_s, self.head_s, self.prev_l, self.head_l, self.state,
+            query, len(query), *self.anchors, options.max_depth, ends, lengths,
+        )
+        if not found:
+            return []
+        out = np.empty((found, max_tokens), dtype=np.int32)
+        counts = np.empty(found, dtype=np.int64)
+        kernels.continuations(
+            self.tokens, self.state, ends, lengths, found, max_tokens, options.max_spec_factor,
+            options.max_spec_offset, out, counts,
+        )
+        rows, sizes, matches = out.tolist(), counts.tolist(), lengths[:found].tolist()
+        return [(matches[i], tuple(rows[i][: sizes[i]])) for i in range(found)]
+
+
 class RequestIndex:
     """One request's tokens (never evicted; the ring doubles as it fills)."""
 
@@ -161,3 +181,6 @@ class GlobalCache:
         if not self._ends:
             return 0, 0.0, 0
         return self._ring.draft(query, options, max_tokens, out)
+
+    def continuations(self, query: np.ndarray, options, max_tokens: int) -> list[tuple[int, tuple[int, ...]]]:
+        return self._ring.continuations(query, options, max_tokens) if self._ends else []

@@ -149,20 +149,15 @@ def _find(tokens, head, state, query, q, a):
 
 
 @njit(cache=True)
-def draft(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, max_candidates,
-          max_tokens, spec_factor, spec_offset, min_token_prob, out):
-    """Draft from the index for a context whose last ``q`` tokens are ``query[:q]``.
+def candidates(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, ends, lengths):
+    """The occurrences a draft is voted among, most recent first: their end positions and match lengths.
 
-    The candidates are the ``max_candidates`` most recent occurrences of the context's last
-    ``a_l`` tokens (the long anchor) or, when it never occurred, of its last ``a_s`` tokens.
-    Among them, the ones with the longest match (at most ``max_depth``) vote, token by token, on the
-    continuation: the most frequent token wins (ties: the most recent occurrence), while the
-    product of the winners' frequencies stays >= ``min_token_prob``. At most
-    ``min(max_tokens, floor(spec_factor * match + spec_offset))`` tokens.
-    Returns (tokens written to ``out``, score = expected accepted tokens, match length).
+    The ``len(ends)`` most recent occurrences of the context's last ``a_l`` tokens (the long
+    anchor) or, when it never occurred, of its last ``a_s`` tokens; each one's match is how
+    far it agrees with the context backwards (at most ``max_depth``). Returns how many.
     """
     if q < a_s:
-        return 0, 0.0, 0
+        return 0
     g = -1
     prev = prev_s
     if a_l > 0 and q >= a_l:
@@ -173,13 +168,9 @@ def draft(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max
         prev = prev_s
     mask = tokens.shape[0] - 1
     start = state[START]
-    end = state[END]
-    ends = np.empty(max_candidates, dtype=np.int64)
-    lengths = np.empty(max_candidates, dtype=np.int64)
     found = 0
-    best = 0
     depth_cap = min(max_depth, q)
-    while g >= start and found < max_candidates:
+    while g >= start and found < ends.shape[0]:
         m = 0
         while m < depth_cap and g - m >= start:
             t = tokens[(g - m) & mask]
@@ -189,12 +180,58 @@ def draft(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max
         ends[found] = g
         lengths[found] = m
         found += 1
-        if m > best:
-            best = m
         step = prev[g & mask]
         if step == 0:
             break
         g -= step
+    return found
+
+
+@njit(cache=True)
+def continuations(tokens, state, ends, lengths, found, max_tokens, spec_factor, spec_offset, out, counts):
+    """Each candidate's continuation, as far as its match lets a draft grow (``out[i, :counts[i]]``).
+
+    At most ``min(max_tokens, floor(spec_factor * match + spec_offset))`` tokens, ending at a
+    sequence's end (SEP) or at the index's end.
+    """
+    mask = tokens.shape[0] - 1
+    end = state[END]
+    for i in range(found):
+        budget = min(max_tokens, int(np.floor(spec_factor * lengths[i] + spec_offset)))
+        n = 0
+        g = ends[i] + 1
+        while n < budget and g < end:
+            t = tokens[g & mask]
+            if t == SEP:
+                break
+            out[i, n] = t
+            n += 1
+            g += 1
+        counts[i] = n
+
+
+@njit(cache=True)
+def draft(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, max_candidates,
+          max_tokens, spec_factor, spec_offset, min_token_prob, out):
+    """Draft from the index for a context whose last ``q`` tokens are ``query[:q]``.
+
+    The candidates are the ``max_candidates`` most recent occurrences of the context's last
+    ``a_l`` tokens (the long anchor) or, when it never occurred, of its last ``a_s`` tokens
+    (:func:`candidates`). Among them, the ones with the longest match (at most ``max_depth``)
+    vote, token by token, on the continuation: the most frequent token wins (ties: the most
+    recent occurrence), while the product of the winners' frequencies stays >= ``min_token_prob``.
+    At most ``min(max_tokens, floor(spec_factor * match + spec_offset))`` tokens.
+    Returns (tokens written to ``out``, score = expected accepted tokens, match length).
+    """
+    ends = np.empty(max_candidates, dtype=np.int64)
+    lengths = np.empty(max_candidates, dtype=np.int64)
+    found = candidates(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, ends, lengths)
+    mask = tokens.shape[0] - 1
+    end = state[END]
+    best = 0
+    for i in range(found):
+        if lengths[i] > best:
+            best = lengths[i]
     if found == 0:
         return 0, 0.0, 0
     budget = min(max_tokens, int(np.floor(spec_factor * best + spec_offset)))

@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 
 from numba import typed, types
 
-from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, accepted_prefix
+from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, draft_accepted
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.proposers import _ngram_kernels as kernels
@@ -168,7 +168,7 @@ class NgramProposer(Proposer):
                 draft = pending[request_id]
                 pending[request_id] = None
                 if draft is not None:
-                    accepted[row] = count = accepted_prefix(draft.tokens, flat[begin:end])
+                    accepted[row] = count = draft_accepted(draft, flat[begin:end])
                     observed.append((request_id, draft, count))
         limits = step.limits
         limit_list = limits.tolist()

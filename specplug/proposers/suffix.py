@@ -13,6 +13,10 @@ request itself. (Scores are not compared first: a single cached occurrence score
 and on the shipped code-edit and agentic traces letting it outvote a longer local match cost
 about 3 % of the tokens per step, see docs/benchmarks.md.)
 
+For an engine that verifies draft trees, ``propose_alternatives`` grows the vote into a tree of
+the voters' continuations, most probable nodes first (:func:`speculation_tree`): where the vote
+was split, a losing continuation is verified too, and accepted where the target takes it.
+
 The global cache keeps the outputs of finished requests (``stop``), bounded by
 ``max_cached_requests`` and ``max_cache_bytes`` with the oldest evicted first, so spans that
 recur across requests (agent loops repeating tool calls) are drafted from earlier requests.
@@ -23,20 +27,21 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 from pydantic import Field, model_validator
 
 from numba import typed, types
 
-from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, accepted_prefix
+from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, draft_accepted
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.proposers import _suffix_kernels
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._suffix_index import GlobalCache, RequestIndex, cache_capacity
 
-__all__ = ["ReferenceSuffixProposer", "SuffixOptions", "SuffixProposer"]
+__all__ = ["ReferenceSuffixProposer", "SuffixOptions", "SuffixProposer", "speculation_tree"]
 
 
 class SuffixOptions(MethodOptions):
@@ -69,6 +74,73 @@ class SuffixOptions(MethodOptions):
     @property
     def anchors(self) -> tuple[int, int]:
         return self.min_match, self.long_match
+
+
+def speculation_tree(
+    draft: Draft,
+    found: Sequence[tuple[int, tuple[int, ...]]],
+    max_nodes: int,
+    max_branches: int,
+    min_token_prob: float,
+) -> Draft:
+    """The voted ``draft`` grown into a tree of at most ``max_nodes`` tokens and ``max_branches`` branches.
+
+    ``found`` holds ``(match length, continuation)`` per candidate, most recent first (each
+    continuation as long as the draft may grow). The candidates with the longest match (those
+    that voted) form a trie; a node's probability is the share of them that continue through
+    it, which is what the vote's running product estimates for the draft's own tokens. Nodes
+    are taken most probable first (then shallower, then on the draft, then the most recent),
+    each below a taken parent and at least ``min_token_prob``, as suffix decoding grows its
+    speculation tree: where the vote was split, a losing continuation takes slots the draft
+    would have spent past the split. ``tokens`` stays the voted draft (cut where the budget
+    went to more probable alternatives); ``alternatives`` are the other branches.
+
+    >>> vote = Draft((3, 8, 1), "suffix", 1.0)
+    >>> found = [(2, (4, 7, 1)), (2, (3, 8, 1)), (2, (3, 9, 1)), (1, (5,))]
+    >>> speculation_tree(vote, found, 5, 4, 0.1).branches()
+    ((3, 8), (4, 7), (3, 9))
+    """
+    if not draft.tokens or not found:
+        return draft
+    best = max(match for match, _ in found)
+    voters = [continuation for match, continuation in found if match == best]
+    counts: dict[tuple[int, ...], int] = {}
+    first: dict[tuple[int, ...], int] = {}
+    for number, continuation in enumerate(voters):
+        for depth in range(1, len(continuation) + 1):
+            prefix = continuation[:depth]
+            counts[prefix] = counts.get(prefix, 0) + 1
+            first.setdefault(prefix, number)
+    voted = {draft.tokens[:depth] for depth in range(1, len(draft.tokens) + 1)}
+    floor = min_token_prob * len(voters)
+    eligible = [prefix for prefix, count in counts.items() if count >= floor or prefix in voted]
+    # a parent counts at least as many as its child and sorts first on ties (shallower): every
+    # node is reached after its parent
+    eligible.sort(key=lambda prefix: (-counts[prefix], len(prefix), prefix not in voted, first[prefix]))
+    taken: list[tuple[int, ...]] = []
+    chosen: set[tuple[int, ...]] = set()
+    with_children: set[tuple[int, ...]] = set()
+    leaves = 0
+    for prefix in eligible:
+        if len(taken) == max_nodes:
+            break
+        parent = prefix[:-1]
+        if parent and parent not in chosen:
+            continue
+        adds_branch = parent in with_children or not parent
+        if adds_branch and leaves == max_branches:
+            continue
+        leaves += adds_branch
+        with_children.add(parent)
+        chosen.add(prefix)
+        taken.append(prefix)
+    tokens = draft.tokens
+    while tokens and tokens not in chosen:
+        tokens = tokens[:-1]
+    others = tuple(
+        prefix for prefix in taken if prefix not in with_children and prefix not in voted
+    )
+    return replace(draft, tokens=tokens, alternatives=others)
 
 
 _RING_TYPE = types.Tuple(
@@ -124,6 +196,7 @@ class SuffixProposer(Proposer):
     """
 
     name = "suffix"
+    proposes_alternatives = True
 
     def __init__(self, options: SuffixOptions) -> None:
         super().__init__()
@@ -157,7 +230,7 @@ class SuffixProposer(Proposer):
                 last = pending[request_id]
                 pending[request_id] = None
                 if last is not None:
-                    accepted[row] = count = accepted_prefix(last.tokens, flat[begin:end])
+                    accepted[row] = count = draft_accepted(last, flat[begin:end])
                     observed.append((request_id, last, count))
         width = max(limits)
         out = np.zeros((rows, width), dtype=np.int64)
@@ -211,6 +284,23 @@ class SuffixProposer(Proposer):
                 tokens, score = tuple(self._out[:count].tolist()), cached_score
         return Draft(tokens, self.name, score)
 
+    def _propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
+        # the vote as _propose makes it, remembering which index drafted: its voters grow the tree
+        index = self._requests[request_id]
+        limit = min(max_tokens, self.options.max_tokens)
+        query = index.tail(self.options.max_depth)
+        count, score, match = index.ring.draft(query, self.options, limit, self._out)
+        tokens, source = tuple(self._out[:count].tolist()), index.ring
+        if self.options.global_cache:
+            count, cached_score, cached_match = self.cache.draft(query, self.options, limit, self._out)
+            if (cached_match, cached_score) > (match, score):
+                tokens, score, source = tuple(self._out[:count].tolist()), cached_score, self.cache
+        draft = Draft(tokens, self.name, score)
+        if not tokens:
+            return draft
+        found = source.continuations(query, self.options, limit)
+        return speculation_tree(draft, found, max_tokens, max_branches, self.options.min_token_prob)
+
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
         index = self._requests[request_id]
         moved = index.length + len(tokens) > len(index.ring.tokens)
@@ -255,6 +345,24 @@ def _occurrences(
     return found
 
 
+def _reference_continuations(
+    history: Sequence[Sequence[int]], query: list[int], options: SuffixOptions, max_tokens: int
+) -> list[tuple[int, tuple[int, ...]]]:
+    """(match length, continuation) of the candidates :func:`_reference_draft` votes among, by brute force."""
+    if len(query) < options.min_match:
+        return []
+    candidates: list[tuple[int, list[int]]] = []
+    if options.long_match and len(query) >= options.long_match:
+        candidates = _occurrences(history, query, options.long_match, options)
+    if not candidates:
+        candidates = _occurrences(history, query, options.min_match, options)
+    out = []
+    for m, continuation in candidates:
+        budget = max(0, min(max_tokens, math.floor(options.max_spec_factor * m + options.max_spec_offset)))
+        out.append((m, tuple(continuation[:budget])))
+    return out
+
+
 def _reference_draft(
     history: Sequence[Sequence[int]], query: list[int], options: SuffixOptions, max_tokens: int
 ) -> tuple[tuple[int, ...], float, int]:
@@ -294,6 +402,7 @@ class ReferenceSuffixProposer(Proposer):
     """The reference: brute-force scans of the request and of the cached outputs."""
 
     name = "suffix"
+    proposes_alternatives = True
 
     def __init__(self, options: SuffixOptions) -> None:
         super().__init__()
@@ -317,6 +426,22 @@ class ReferenceSuffixProposer(Proposer):
             if (cached_match, cached_score) > (match, score):
                 drafted, score = cached, cached_score
         return Draft(drafted, self.name, score)
+
+    def _propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
+        tokens = self._tokens[request_id]
+        limit = min(max_tokens, self.options.max_tokens)
+        query = tokens[-self.options.max_depth :]
+        drafted, score, match = _reference_draft([tokens], query, self.options, limit)
+        history: Sequence[Sequence[int]] = [tokens]
+        if self.options.global_cache:
+            cached, cached_score, cached_match = _reference_draft(list(self._cache), query, self.options, limit)
+            if (cached_match, cached_score) > (match, score):
+                drafted, score, history = cached, cached_score, list(self._cache)
+        draft = Draft(drafted, self.name, score)
+        if not drafted:
+            return draft
+        found = _reference_continuations(history, query, self.options, limit)
+        return speculation_tree(draft, found, max_tokens, max_branches, self.options.min_token_prob)
 
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
         self._tokens[request_id].extend(tokens.tolist())

@@ -141,6 +141,8 @@ def test_sglangs_own_width_argument_is_kept(sglang, model_dir, monkeypatch):
         ("SPECPLUG_SUFFIX", "{nope", [], f"{OPTIONS_ENV} = '{{nope' is not valid JSON"),
         ("SPECPLUG_HYBRID", {}, [], "composes the engine's own drafter through its option 'neural'"),
         ("SPECPLUG_NGRAM", {}, ["--speculative-num-draft-tokens", "1"], "--speculative-num-draft-tokens = 1 is not valid"),
+        ("SPECPLUG_SUFFIX", {}, ["--speculative-ngram-max-bfs-breadth", "0"],
+         "--speculative-ngram-max-bfs-breadth = 0 is not valid for SPECPLUG_SUFFIX"),
     ],
 )
 def test_a_bad_name_or_option_is_one_clear_error_before_any_process_starts(
@@ -152,6 +154,15 @@ def test_a_bad_name_or_option_is_one_clear_error_before_any_process_starts(
         _resolve(args)
     assert message in str(caught.value)
     assert "\n" not in str(caught.value).strip()
+
+
+def test_a_bad_stats_interval_is_one_clear_error(sglang, model_dir, monkeypatch):
+    from specplug_adapters.sglang import STATS_INTERVAL_ENV
+
+    monkeypatch.delenv(OPTIONS_ENV, raising=False)
+    monkeypatch.setenv(STATS_INTERVAL_ENV, "soon")
+    with pytest.raises(specplug.InvalidOptionError, match=f"{STATS_INTERVAL_ENV} = 'soon' is not valid; give seconds >= 0"):
+        _resolve(["--model-path", model_dir, "--device", "cpu", "--speculative-algorithm", "SPECPLUG_SUFFIX"])
 
 
 def test_an_unknown_name_lists_the_valid_ones():

@@ -42,11 +42,11 @@ class Batch:
         return False
 
 
-def _worker(algorithm: str, width: int = WIDTH, *, enable_overlap: bool = False):
+def _worker(algorithm: str, width: int = WIDTH, *, enable_overlap: bool = False, max_branches: int = 1):
     from specplug_adapters.sglang import SpecplugWorker
 
     worker = SpecplugWorker.__new__(SpecplugWorker)  # no runtime context: the draft source alone
-    worker.init_drafting(algorithm, width, enable_overlap=enable_overlap)
+    worker.init_drafting(algorithm, width, enable_overlap=enable_overlap, max_branches=max_branches)
     return worker
 
 
@@ -79,10 +79,13 @@ def corpus_trees(sglang):
                             [len(tokens) for tokens in HISTORIES.values()])
 
 
-@pytest.mark.parametrize("algorithm", ["SPECPLUG_NGRAM", "SPECPLUG_SUFFIX", "SPECPLUG_ADAPTIVE"])
-def test_trees_have_the_shapes_dtypes_and_invariants_of_sglangs_corpus(sglang, corpus_trees, algorithm):
+@pytest.mark.parametrize(
+    ("algorithm", "branches"),
+    [("SPECPLUG_NGRAM", 1), ("SPECPLUG_SUFFIX", 1), ("SPECPLUG_ADAPTIVE", 1), ("SPECPLUG_SUFFIX", 4)],
+)
+def test_trees_have_the_shapes_dtypes_and_invariants_of_sglangs_corpus(sglang, corpus_trees, algorithm, branches):
     corpus_ids, corpus_mask = corpus_trees
-    ids, mask = _worker(algorithm)._prepare_draft_tokens(_batch(HISTORIES))
+    ids, mask = _worker(algorithm, max_branches=branches)._prepare_draft_tokens(_batch(HISTORIES))
     bs = len(HISTORIES)
     _check_trees(corpus_ids, corpus_mask, bs, WIDTH)  # the checker holds for SGLang's own trees
     _check_trees(ids, mask, bs, WIDTH)
@@ -238,10 +241,14 @@ def test_alternatives_make_a_real_tree_that_sglang_links_as_siblings(sglang):
     next_token, next_sibling = _derive_tree_links(mask.astype(bool), 3, WIDTH)
     assert next_token[0, :3].tolist() == [1, 2, 4]  # root -> 6 -> 7 -> 1
     assert next_sibling[0, 2] == 3  # 7 and 8 are siblings under 6
-    # cut at the width: a node never lands without its parent
+    # cut at the width: the first branch (the proposer's own draft) whole first, then the others,
+    # and a node never lands without its parent
     ids, mask = draft_trees([5], [[(6, 7, 1, 2), (6, 8, 3, 4)]], 4)
-    assert ids.tolist() == [5, 6, 7, 8]
+    assert ids.tolist() == [5, 6, 7, 1]
     _check_trees(ids, mask, 1, 4)
+    ids, mask = draft_trees([5], [[(6, 7), (9, 8, 3, 4)]], 6)
+    assert ids.tolist() == [5, 6, 9, 7, 8, 3]  # numbered breadth first
+    _check_trees(ids, mask, 1, 6)
 
 
 @pytest.mark.parametrize(("width", "message"), [(0, "width = 0 is not valid"), (True, "width = True is not valid")])
@@ -250,3 +257,70 @@ def test_a_bad_width_is_one_clear_error(width, message):
 
     with pytest.raises(ValueError, match=message):
         draft_trees([1], [[]], width)
+
+
+#: "1 2" was followed by "3 9", "3 8" and "4 7": suffix votes for 3 (two of three), its first candidate
+FIRST_CANDIDATE_WRONG = [1, 2, 3, 9, 1, 2, 3, 8, 1, 2, 4, 7, 1, 2]
+#: what the target generates next: the alternative
+TRUTH = [4, 7, 1, 2, 5]
+
+
+def _accepted_by_sglangs_verify(ids: np.ndarray, mask: np.ndarray, truth: list[int]) -> int:
+    """Drafted tokens the greedy tree verify accepts, for a target that continues with ``truth``.
+
+    The links come from SGLang's own ``_derive_tree_links``; the walk is the verify op the CPU
+    runs (the test harness's ``verify_tree_greedy_cpu``, what the end-to-end runs use).
+    """
+    from sglang.srt.speculative.ngram_worker import _derive_tree_links
+    from sgl_kernel import _ops
+
+    n = len(ids)
+    tree = mask.reshape(n, n).astype(bool)
+    next_token, next_sibling = _derive_tree_links(tree, 1, n)
+    # the target's token after each node: the truth's next token where the node's path is on it
+    target = []
+    for node in range(n):
+        path = [int(ids[j]) for j in range(1, node + 1) if tree[node, j]]
+        target.append(truth[len(path)] if path == truth[: len(path)] else 99)
+    accept_index = torch.full((1, n), -1, dtype=torch.int64)
+    accept_count = torch.zeros(1, dtype=torch.int64)
+    _ops.verify_tree_greedy_cpu(
+        torch.zeros(n, dtype=torch.int64), accept_index, accept_count, torch.from_numpy(ids).reshape(1, n),
+        torch.arange(n).reshape(1, n), next_token, next_sibling, torch.tensor(target),
+    )
+    return int(accept_count[0])
+
+
+def test_a_tree_is_sent_and_accepts_the_alternative_where_the_first_candidate_is_wrong(sglang):
+    batch = _batch({"r": FIRST_CANDIDATE_WRONG})
+    chain_ids, chain_mask = _worker("SPECPLUG_SUFFIX", width=8)._prepare_draft_tokens(batch)
+    tree_worker = _worker("SPECPLUG_SUFFIX", width=8, max_branches=4)
+    tree_ids, tree_mask = tree_worker._prepare_draft_tokens(batch)
+    _check_trees(tree_ids, tree_mask, 1, 8)
+    # the chain is the vote's draft; the tree keeps it whole and adds the other continuations
+    assert chain_ids.tolist()[:3] == tree_ids.tolist()[:2] + [8] == [2, 3, 8]
+    depth_one = [int(tree_ids[node]) for node in range(1, 8) if tree_mask.reshape(8, 8)[node].sum() == 2]
+    assert {3, 4} <= set(depth_one)  # two branches below the root: more than a chain
+    assert tree_worker.drafting.counters["tree_drafts"] == 1
+    chain, tree = _accepted_by_sglangs_verify(chain_ids, chain_mask, TRUTH), _accepted_by_sglangs_verify(
+        tree_ids, tree_mask, TRUTH)
+    # the tree here: 3 -> {8 -> 1, 9} and 4 -> 7 -> 1; the target walks the whole 4 7 1 branch
+    assert tree_ids.tolist() == [2, 3, 4, 8, 9, 7, 1, 1]
+    assert (chain, tree) == (0, 3)
+    # the price: where the vote is right, the tree accepts its first branch (3 8 1), whose tail
+    # it gave to alternatives as probable as that tail (one voter in three), and the chain more
+    right = [3, 8, 1, 2, 4, 7, 1, 2]
+    assert (_accepted_by_sglangs_verify(chain_ids, chain_mask, right),
+            _accepted_by_sglangs_verify(tree_ids, tree_mask, right)) == (7, 3)
+
+
+def test_the_next_step_counts_acceptance_along_the_alternative(sglang):
+    worker = _worker("SPECPLUG_SUFFIX", width=8, max_branches=4)
+    req = Req("r", FIRST_CANDIDATE_WRONG[:-2], FIRST_CANDIDATE_WRONG[-2:])
+    worker._prepare_draft_tokens(Batch([req]))
+    req.output_ids += [4, 7, 1, 2]  # the verify accepted 4 7 1 along the alternative, then the target's 2
+    accepted = []
+    original = worker.drafting.guard.proposer.extend
+    worker.drafting.guard.proposer.extend = lambda rid, tokens: accepted.append(original(rid, tokens)) or accepted[-1]
+    worker._prepare_draft_tokens(Batch([req]))
+    assert accepted == [3]  # the chain (3 8 1 2 ...) would count 0
