@@ -93,7 +93,7 @@ def test_alternatives_are_cut_to_the_budget_and_deduplicated():
     [
         (Draft((1,), "x", alternatives=((2, -5),)), r"drafted token -5 at position 1"),
         (Draft((1,), "x", alternatives=((2, 1 << 40),)), r"drafted token 1099511627776 at position 1"),
-        (Draft((1,), "x", alternatives=((np.int64(4),),)), r"drafted 4 \(int64\) at position 0"),
+        (Draft((1,), "x", alternatives=((np.int64(4),),)), r"drafted np.int64\(4\) \(int64\) at position 0"),
         (Draft((1, "a"), "x"), r"drafted 'a' \(str\) at position 1"),
         (Draft((1,), "x", alternatives=(5,)), r"drafted an alternative of type int"),
         ((1, 2), r"returned tuple \(1, 2\), not a Draft"),
