@@ -140,13 +140,7 @@ def check_tree_draft(draft: object, max_tokens: int, max_branches: int, who: str
         # the tree's nodes so far: every prefix of a kept branch
         nodes = {tokens[:depth] for depth in range(1, len(tokens) + 1)}
         for branch in alternatives:
-            if branch.__class__ is not tuple:
-                raise InvalidDraftError(
-                    "tokens not a tuple", f"{who} drafted an alternative of type {type(branch).__name__}; branches are tuples of ints"
-                )
-            for token in branch:
-                if token.__class__ is not int or not 0 <= token <= MAX_TOKEN_ID:
-                    _reject_draft(branch, who)
+            _check_token_tuple(branch, who, "an alternative of type {}; branches are tuples of ints")
             shared = 0
             while shared < len(branch) and branch[: shared + 1] in nodes:
                 shared += 1
@@ -215,17 +209,21 @@ def check_draft(draft: object, max_tokens: int, who: str = "proposer") -> Draft:
             "not a Draft", f"{who} returned {type(draft).__name__} {draft!r:.60}, not a Draft"
         )
     tokens = draft.tokens
-    if tokens.__class__ is not tuple:
-        raise InvalidDraftError(
-            "tokens not a tuple", f"{who} drafted tokens of type {type(tokens).__name__}; Draft.tokens is a tuple of ints"
-        )
+    _check_token_tuple(tokens, who, "tokens of type {}; Draft.tokens is a tuple of ints")
     if len(tokens) > max_tokens:
         raise InvalidDraftError("too long", f"{who} drafted {len(tokens)} tokens where {max_tokens} were asked for")
+    return draft
+
+
+def _check_token_tuple(tokens: object, who: str, not_a_tuple: str) -> None:
+    """Raise unless ``tokens`` is a tuple of valid token ids (``not_a_tuple`` says what was
+    drafted instead, ``{}`` standing for its type)."""
+    if tokens.__class__ is not tuple:
+        raise InvalidDraftError("tokens not a tuple", f"{who} drafted {not_a_tuple.format(type(tokens).__name__)}")
     # a plain loop: a draft is a few tokens, and this is faster than any numpy call
     for token in tokens:
         if token.__class__ is not int or not 0 <= token <= MAX_TOKEN_ID:
             _reject_draft(tokens, who)
-    return draft
 
 
 def _reject_draft(tokens: tuple, who: str) -> None:
