@@ -2,46 +2,77 @@
 
 What they share: every part sees every request (started, extended and stopped together, so
 each learns as if it drafted alone); each request's length (its KV footprint, which prices a
-step); and acceptance statistics per *track* (a part, or a kind of draft) and draft position,
-kept per request and pooled over all requests. A draft handed to :meth:`score_later` is
-scored against the tokens verified after it, each position as soon as they reach it, over as
-many later steps as they take to cover or contradict it: a step verifies only what was
-drafted, so a draft that was not chosen, or was cut short, would otherwise teach nothing
-about its later positions, and estimates for long drafts would stay at their prior. Subclasses keep only their choice: :meth:`_choose`.
+step); and acceptance statistics per *track* (a part, or a kind of draft), score band and draft
+position, kept per request and pooled over all requests. Every draft a part makes is scored
+against the tokens verified after it, each position as soon as they reach it, over as many
+later steps as they take to cover or contradict it (``_pending``): a step verifies only what was
+drafted, so a draft that was not chosen, or was cut short, would otherwise teach nothing about
+its later positions, and estimates for long drafts would stay at their prior.
+
+Per-request state lives in arrays by slot, and a step's work is done for the whole batch: the
+lookups draft in one batch call each, one kernel scores every row's waiting drafts and makes
+every row's choice (``_choice``), each neural part drafts in one batch call for the rows that
+chose it, and one kernel finishes the drafts. The per-request hooks run the same kernels with
+one row, so the two paths give the same drafts and learn the same. Subclasses declare their
+parts and how they choose (:class:`Choosing`).
 """
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from specplug._contract import Draft, Proposer, RequestId, check_draft
-from specplug._cost._linear import CostModel
-from specplug._cost._steps import spec_step_times
-from specplug.proposers._parts import PositionStats, best_cut, checked_batch_size, estimate, optimism, score_band
-from specplug.proposers._pending import PendingDrafts
+from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, check_draft, draft_accepted
+from specplug._cost._linear import CostModel, LinearCostModel
+from specplug._cost._steps import _draft_coefficients, _verify_coefficients, spec_step_times
+from specplug.proposers import _choice
+from specplug.proposers._parts import BANDS, SCORE_BANDS, PositionStats, checked_batch_size, estimate, optimism
+from specplug.proposers._pending import PendingTable
 
-__all__ = ["CompositeProposer", "CompositeRequest"]
+__all__ = ["Choosing", "CompositeProposer", "score_bands"]
+
+_BANDS_PER_DOUBLING = 1.5
+#: the drafters of a step, by the step-time table's rows (_choice.KIND_*)
+_KINDS: tuple[tuple[str, ...], ...] = ((), ("lookup",), ("neural",), ("lookup", "neural"))
 
 
-@dataclass
-class CompositeRequest:
-    """One request of a composite: its statistics per track, its length, its drafts waiting to be scored."""
+@dataclass(frozen=True)
+class Choosing:
+    """How a composite chooses. Each part's statistics track is its index in ``parts``.
 
-    stats: list[PositionStats]
-    length: int  # tokens so far (prompt + output)
-    # drafts keyed (track, band), until the verified text decides them
-    pending: PendingDrafts = field(default_factory=PendingDrafts)
+    ``lookups``: indices of the parts that draft at every step (cheap; scored whether chosen or
+    not); ``neurals``: those called only when chosen. ``cost``: choose by expected tokens per
+    second (None: the hybrid's choice by expected accepted tokens, lookup against neural, the
+    lookup winning when it expects at least the neural part's expectation - ``margin``).
+    ``confirmed``: the track of neural drafts that a lookup's longer draft continues (None:
+    never continue, with a cost model; without one ``continue_with_lookup`` says).
+    """
+
+    lookups: tuple[int, ...]
+    neurals: tuple[int, ...]
+    cost: CostModel | None
+    confirmed: int | None
+    min_gain: float = 0.0
+    margin: float = 0.0
+    continue_with_lookup: bool = True
+
+
+def score_bands(scores: np.ndarray, lengths: np.ndarray, asked: np.ndarray) -> np.ndarray:
+    """The statistics band of each draft (``_parts.score_band`` for a batch; NaN: no score)."""
+    positive = np.maximum(np.nan_to_num(scores, nan=0.0), 0.0)
+    bands = np.minimum(1 + (_BANDS_PER_DOUBLING * np.log2(1.0 + positive)).astype(np.int64), SCORE_BANDS - 1)
+    bands[np.isnan(scores)] = 0
+    return bands + SCORE_BANDS * (lengths < asked)
 
 
 class CompositeProposer(Proposer):
-    """Parts' lifecycle, request lengths, later-step scoring and pooled per-position statistics.
+    """Parts' lifecycle, request lengths, later-step scoring, pooled per-position statistics, and
+    the step for the whole batch.
 
-    A subclass passes its parts and how many statistics tracks it keeps, and implements
-    :meth:`_choose`; :meth:`estimate` and :meth:`optimism` read the statistics.
+    A subclass passes its parts, how many statistics tracks it keeps and how it chooses;
+    :meth:`estimate` and :meth:`optimism` read the statistics.
     """
 
     takes_batch_size = True
@@ -50,6 +81,7 @@ class CompositeProposer(Proposer):
         self,
         parts: Sequence[Proposer],
         *,
+        choosing: Choosing,
         tracks: int,
         positions: int,
         prior: float,
@@ -61,6 +93,7 @@ class CompositeProposer(Proposer):
     ) -> None:
         super().__init__()
         self.parts = list(parts)
+        self.choosing = choosing
         self.positions = positions  # the longest draft considered, and the positions tracked
         self.prior, self.prior_weight, self.explore = prior, prior_weight, explore
         # a request's own counts halve in weight every ``half_life`` drafts of a track and band
@@ -69,9 +102,27 @@ class CompositeProposer(Proposer):
         self.probe = probe
         self.batch_size = batch_size
         self._tracks = tracks
-        self._pooled = [PositionStats.empty(positions) for _ in range(tracks)]
-        self._steps = 0  # drafting steps so far, all requests: the exploration bonus grows with it
-        self._requests: dict[RequestId, CompositeRequest] = {}
+        self._lookup_tracks = np.array(choosing.lookups, dtype=np.int64)
+        self._neural_tracks = np.array(choosing.neurals, dtype=np.int64)
+        self._params = np.array([prior, prior_weight, explore, self._decay, choosing.min_gain, choosing.margin])
+        self._flags = np.array([
+            choosing.cost is not None, -1 if choosing.confirmed is None else choosing.confirmed, probe,
+            choosing.continue_with_lookup,
+        ], dtype=np.int64)  # fmt: skip
+        # per request, by slot: statistics [slot, track, band, position], length, waiting drafts
+        self._slot: dict[RequestId, int] = {}
+        self._free: list[int] = []
+        self._own_drafted = np.zeros((0, tracks, BANDS, positions))
+        self._own_accepted = np.zeros((0, tracks, BANDS, positions))
+        self._lengths = np.zeros(0, dtype=np.int64)
+        self._waiting = PendingTable(0, positions)
+        self._pooled_drafted = np.zeros((tracks, BANDS, positions))
+        self._pooled_accepted = np.zeros((tracks, BANDS, positions))
+        self._step_count = np.zeros(1, dtype=np.int64)  # drafting steps, all requests: the exploration bonus grows with it
+
+    @property
+    def _steps(self) -> int:
+        return int(self._step_count[0])
 
     def set_batch_size(self, batch_size: int) -> None:
         """The engine's current batch size (an adapter calls this as its batch changes)."""
@@ -88,20 +139,26 @@ class CompositeProposer(Proposer):
             for part in started:  # undo, so that a failed start leaves no part holding the request
                 part.stop(request_id)
             raise
-        stats = [PositionStats.empty(self.positions) for _ in range(self._tracks)]
-        self._requests[request_id] = CompositeRequest(stats, len(prompt))
+        slot = self._free.pop() if self._free else self._new_slot()
+        self._slot[request_id] = slot
+        self._own_drafted[slot] = 0.0
+        self._own_accepted[slot] = 0.0
+        self._lengths[slot] = len(prompt)
+        self._waiting.clear(slot)
 
-    def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
-        request = self._requests[request_id]
-        for part in self.parts:
-            part.extend(request_id, tokens)
-        for (track, band), draft, truth, scored in request.pending.extend(tokens, at=request.length):
-            request.stats[track].observe(band, draft, truth, scored, self._decay)
-            self._pooled[track].observe(band, draft, truth, scored)
-        request.length += len(tokens)
+    def _new_slot(self) -> int:
+        slot = len(self._lengths)
+        grown = max(8, 2 * slot)
+        extra = (grown - slot, self._tracks, BANDS, self.positions)
+        self._own_drafted = np.concatenate([self._own_drafted, np.zeros(extra)])
+        self._own_accepted = np.concatenate([self._own_accepted, np.zeros(extra)])
+        self._lengths = np.concatenate([self._lengths, np.zeros(grown - slot, dtype=np.int64)])
+        self._waiting.grow_slots(grown)
+        self._free.extend(range(grown - 1, slot, -1))
+        return slot
 
     def _stop(self, request_id: RequestId) -> None:
-        del self._requests[request_id]
+        self._free.append(self._slot.pop(request_id))
         errors = []
         for part in self.parts:
             try:
@@ -111,129 +168,233 @@ class CompositeProposer(Proposer):
         if errors:
             raise errors[0]
 
-    # ---------------------------------------------------------------- drafting
-    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
-        self._steps += 1
-        return self._choose(request_id, self._requests[request_id], min(max_tokens, self.positions))
+    # ---------------------------------------------------------------- per request: the batch machinery, one row
+    def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
+        for part in self.parts:
+            part.extend(request_id, tokens)
+        slots = np.array([self._slot[request_id]], dtype=np.int64)
+        offsets = np.array([0, len(tokens)], dtype=np.int64)
+        none = np.zeros((len(self._lookup_tracks), 1, self.positions), dtype=np.int64)
+        self._choose(slots, tokens, offsets, np.ones(1, dtype=np.bool_), np.zeros(1, dtype=np.int64), none, none[:, :, 0], none[:, :, 0])
 
-    @abc.abstractmethod
-    def _choose(self, request_id: RequestId, request: CompositeRequest, limit: int) -> Draft:
-        """The draft of this step, at most ``limit`` tokens."""
+    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
+        limit = min(max_tokens, self.positions)
+        slots = np.array([self._slot[request_id]], dtype=np.int64)
+        limits = np.array([limit], dtype=np.int64)
+        lookups = self._lookup_arrays(1, limits)
+        tokens, lengths, scores = lookups
+        sources: list[list[str]] = []
+        for li, index in enumerate(self.choosing.lookups):
+            # parts' drafts are checked here too: a part that overrides propose() skips its own check
+            part = self.parts[index]
+            draft = check_draft(part.propose(request_id, limit), limit, part.name)
+            tokens[li, 0, : len(draft.tokens)] = draft.tokens
+            lengths[li, 0] = len(draft.tokens)
+            scores[li, 0] = np.nan if draft.score is None else draft.score
+            sources.append([draft.source])
+        none = np.zeros(0, dtype=np.int64)
+        chosen = self._choose(slots, none, np.zeros(2, dtype=np.int64), np.zeros(1, dtype=np.bool_), limits, tokens, lengths,
+                              self._bands(scores, lengths, limits))  # fmt: skip
+        choice, asked = int(chosen[0][0]), int(chosen[2][0])
+        neural_tokens = np.zeros((len(self.choosing.neurals), 1, self.positions), dtype=np.int64)
+        neural_lengths = np.zeros((len(self.choosing.neurals), 1), dtype=np.int64)
+        neural_sources: list[list[str]] = [[""] for _ in self.choosing.neurals]
+        ni = choice - len(self.choosing.lookups)
+        if ni >= 0:
+            part = self.parts[self.choosing.neurals[ni]]
+            draft = check_draft(part.propose(request_id, asked), asked, part.name)
+            neural_tokens[ni, 0, : len(draft.tokens)] = draft.tokens
+            neural_lengths[ni, 0] = len(draft.tokens)
+            neural_sources[ni][0] = draft.source
+        out = self._finish(slots, chosen, tokens, lengths, neural_tokens, neural_lengths, limit)
+        return self._drafts(out, chosen[0], sources, neural_sources)[0]
+
+    # ---------------------------------------------------------------- the whole batch
+    def _step_batch(self, step: BatchStep) -> BatchDrafts:
+        self._step_lifecycle(step)
+        rows = step.rows
+        ids, new_tokens, offsets = step.request_ids, step.new_tokens, step.offsets
+        limits = np.minimum(step.limits, self.positions)
+        pending, slot_of = self._pending, self._slot
+        bounds = offsets.tolist()
+        accepted = np.zeros(rows, dtype=np.int64)
+        observed: list[tuple[RequestId, Draft, int]] = []
+        flat: list[int] | None = None
+        for row, request_id in enumerate(ids):  # acceptance of each row's last draft, as extend() counts it
+            begin, end = bounds[row], bounds[row + 1]
+            if end > begin:
+                last = pending[request_id]
+                pending[request_id] = None
+                if last is not None:
+                    if flat is None:
+                        flat = new_tokens.tolist()
+                    accepted[row] = count = draft_accepted(last, flat[begin:end])
+                    observed.append((request_id, last, count))
+        slots = np.array([slot_of[request_id] for request_id in ids], dtype=np.int64)
+        tokens, lengths, scores = self._lookup_arrays(rows, limits)
+        sources: list[Sequence[str]] = []
+        for li, index in enumerate(self.choosing.lookups):
+            got = self.parts[index].step_batch(BatchStep(ids, new_tokens, offsets, limits))
+            width = got.tokens.shape[1] if rows else 0
+            tokens[li, :, :width] = got.tokens
+            lengths[li] = got.lengths
+            scores[li] = got.scores
+            sources.append(got.sources)
+        extended = offsets[1:] > offsets[:-1]
+        chosen = self._choose(slots, new_tokens, offsets, extended, limits, tokens, lengths, self._bands(scores, lengths, limits))
+        choice, _, asked = chosen[0], chosen[1], chosen[2]
+        n_neurals, n_lookups = len(self.choosing.neurals), len(self.choosing.lookups)
+        neural_tokens = np.zeros((n_neurals, rows, self.positions), dtype=np.int64)
+        neural_lengths = np.zeros((n_neurals, rows), dtype=np.int64)
+        neural_sources: list[Sequence[str]] = []
+        for ni, index in enumerate(self.choosing.neurals):
+            # every row's tokens go in; a draft comes out only where this part was chosen
+            asking = np.where(choice == n_lookups + ni, asked, 0)
+            got = self.parts[index].step_batch(BatchStep(ids, new_tokens, offsets, asking))
+            width = got.tokens.shape[1] if rows else 0
+            neural_tokens[ni, :, :width] = got.tokens
+            neural_lengths[ni] = got.lengths
+            neural_sources.append(got.sources)
+        width = int(step.limits.max()) if rows else 0
+        out = self._finish(slots, chosen, tokens, lengths, neural_tokens, neural_lengths, width)
+        for request_id, last, count in observed:  # as extend() does, once the tokens are in
+            self._observe(request_id, last, count)
+        drafts = self._drafts(out, choice, sources, neural_sources)
+        for row, limit in enumerate(step.limits.tolist()):
+            if limit > 0:
+                pending[ids[row]] = drafts[row]
+        out_tokens, out_lengths, out_scores, out_neural, _ = out
+        return BatchDrafts(out_tokens, out_lengths, accepted, [draft.source for draft in drafts], out_scores, out_neural)
+
+    # ---------------------------------------------------------------- the kernels' arguments
+    def _lookup_arrays(self, rows: int, limits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        lookups = len(self.choosing.lookups)
+        return (
+            np.zeros((lookups, rows, self.positions), dtype=np.int64),
+            np.zeros((lookups, rows), dtype=np.int64),
+            np.full((lookups, rows), np.nan),
+        )
 
     @staticmethod
-    def band(draft: Draft, asked: int) -> int:
-        """The statistics band of a part's ``draft`` when it was asked for ``asked`` tokens."""
-        return score_band(draft.score, len(draft.tokens), asked)
+    def _bands(scores: np.ndarray, lengths: np.ndarray, limits: np.ndarray) -> np.ndarray:
+        return score_bands(scores, lengths, limits[np.newaxis, :]) if len(scores) else lengths.copy()
 
-    def score_later(
-        self, request: CompositeRequest, track: int, band: int, tokens: Sequence[int], *, follow: bool = True
-    ) -> None:
-        """Score ``tokens``, drafted at this step, in ``track`` and ``band`` as the verified text reaches
-        them (``follow=False``: on the tokens this step verifies only)."""
-        request.pending.add((track, band), tuple(tokens), at=request.length, follow=follow)
+    def _choose(
+        self, slots: np.ndarray, new_tokens: np.ndarray, offsets: np.ndarray, extended: np.ndarray, limits: np.ndarray,
+        tokens: np.ndarray, lengths: np.ndarray, bands: np.ndarray,
+    ) -> tuple[np.ndarray, ...]:
+        rows = len(slots)
+        waiting = self._waiting
+        if rows:  # room for what this step may add per row: each lookup's draft, a neural one, a confirmed one
+            waiting.make_room(int(waiting.count[slots].max()) + len(self.choosing.lookups) + 2)
+        longest = np.array([self._neural_longest(index) for index in self.choosing.neurals], dtype=np.int64)
+        times = self._step_times(self._lengths[slots] + (offsets[1:] - offsets[:-1]) * extended)
+        choice = np.empty(rows, dtype=np.int64)
+        cut = np.zeros(rows, dtype=np.int64)
+        asked = np.zeros(rows, dtype=np.int64)
+        expected = np.zeros(rows)
+        other_expected = np.zeros(rows)
+        lookups = len(self.choosing.lookups)
+        confirmed_cut = np.zeros((rows, lookups), dtype=np.int64)
+        confirmed_expected = np.zeros((rows, lookups))
+        _choice.choose_rows(
+            slots, new_tokens, offsets, extended, limits, tokens, lengths, bands, self._lookup_tracks,
+            self._neural_tracks, longest, times, self._params, self._flags, self._lengths, self._step_count,
+            self._own_drafted, self._own_accepted, self._pooled_drafted, self._pooled_accepted,
+            waiting.meta, waiting.tokens, waiting.count,
+            choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected,
+        )  # fmt: skip
+        return choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected
+
+    def _finish(
+        self, slots: np.ndarray, chosen: tuple[np.ndarray, ...], tokens: np.ndarray, lengths: np.ndarray,
+        neural_tokens: np.ndarray, neural_lengths: np.ndarray, width: int,
+    ) -> tuple[np.ndarray, ...]:
+        rows = len(slots)
+        out = np.zeros((rows, max(width, self.positions)), dtype=np.int64)
+        out_lengths = np.zeros(rows, dtype=np.int64)
+        out_scores = np.zeros(rows)
+        out_neural = np.zeros(rows, dtype=np.bool_)
+        continued_by = np.zeros(rows, dtype=np.int64)
+        choice, cut, _, expected, other_expected, confirmed_cut, confirmed_expected = chosen
+        waiting = self._waiting
+        _choice.finish_rows(
+            slots, choice, cut, expected, other_expected, confirmed_cut, confirmed_expected, tokens, lengths,
+            neural_tokens, neural_lengths, self._neural_tracks, self._flags, self._lengths,
+            waiting.meta, waiting.tokens, waiting.count, out, out_lengths, out_scores, out_neural, continued_by,
+        )  # fmt: skip
+        out_neural[choice == _choice.NOT_DRAFTED] = True  # as empty_draft()
+        return out[:, :width], out_lengths, out_scores, out_neural, continued_by
+
+    def _drafts(
+        self, out: tuple[np.ndarray, ...], choice: np.ndarray, sources: Sequence[Sequence[str]],
+        neural_sources: Sequence[Sequence[str]],
+    ) -> list[Draft]:
+        tokens, lengths, scores, needs_neural, continued_by = (array.tolist() for array in out)
+        lookups, name = len(sources), self.name
+        drafts = []
+        for row, chosen in enumerate(choice.tolist()):
+            if chosen < 0:
+                source = name
+            elif chosen < lookups:
+                source = sources[chosen][row]
+            elif continued_by[row] >= 0:
+                source = f"{neural_sources[chosen - lookups][row]}+{sources[continued_by[row]][row]}"
+            else:
+                source = neural_sources[chosen - lookups][row]
+            drafts.append(Draft(tuple(tokens[row][: lengths[row]]), source, scores[row], needs_neural=needs_neural[row]))
+        return drafts
+
+    def _neural_longest(self, index: int) -> int:
+        """The most tokens neural part ``index`` is asked for (0: the step's limit)."""
+        return self.parts[index].max_draft_tokens or 0
+
+    def _step_times(self, contexts: np.ndarray) -> np.ndarray:
+        """Step times [row, drafters (_KINDS), draft length 0..positions] at each row's context."""
+        cost, rows = self.choosing.cost, len(contexts)
+        if cost is None:
+            return np.zeros((rows, len(_KINDS), 1))
+        batch, positions = self.batch_size, self.positions
+        if not isinstance(cost, LinearCostModel):  # any other model prices each step itself
+            return np.array([
+                [spec_step_times(cost, batch, context, positions, kinds) for kinds in _KINDS] for context in contexts.tolist()
+            ]).reshape(rows, len(_KINDS), positions + 1)  # fmt: skip
+        # spec_step_times of the linear model, every row at once (the same operations, elementwise)
+        kv = (batch * contexts).astype(np.float64)[:, np.newaxis]
+        lengths = np.arange(positions + 1, dtype=np.float64)
+        v_kv, v_tok, v_fixed, overhead = _verify_coefficients(cost)
+        verify = (v_kv * kv + v_fixed) + (v_tok * batch) * (lengths + 1.0)
+        out = np.empty((rows, len(_KINDS), positions + 1))
+        for at, kinds in enumerate(_KINDS):
+            fraction, fixed, per_token = 1.0, overhead, 0.0
+            for name in kinds:
+                d_kv, d_tok, d_fixed, d_frac = _draft_coefficients(cost, name)
+                fraction += d_frac
+                fixed = fixed + (d_kv * kv + d_fixed)
+                per_token += d_tok
+            out[:, at] = verify * fraction + fixed + (per_token * batch) * lengths
+        return out
 
     # ---------------------------------------------------------------- statistics
     def estimate(self, request_id: RequestId, track: int, band: int = 0, prior: float | np.ndarray | None = None) -> np.ndarray:
         """Acceptance per draft position in ``track`` (and ``band``) for this request: its counts shrunk
         towards the pooled ones, those towards ``prior`` (default: the composite's)."""
-        own = self._requests[request_id].stats[track]
-        return estimate(own, self._pooled[track], band, self.prior if prior is None else prior, self.prior_weight)
+        slot = self._slot[request_id]
+        own = PositionStats(self._own_drafted[slot, track], self._own_accepted[slot, track])
+        pooled = PositionStats(self._pooled_drafted[track], self._pooled_accepted[track])
+        return estimate(own, pooled, band, self.prior if prior is None else prior, self.prior_weight)
 
     def optimism(self, track: int, band: int = 0) -> np.ndarray:
         """The exploration bonus per position of ``track``: a part observed only when it is
         called, judged on a few unlucky steps, would otherwise never be called again."""
-        return optimism(self._pooled[track], band, self._steps, self.explore, self.prior_weight)
+        pooled = PositionStats(self._pooled_drafted[track], self._pooled_accepted[track])
+        return optimism(pooled, band, self._steps, self.explore, self.prior_weight)
 
-    # ---------------------------------------------------------------- the cost-aware choice
-    def choose_by_cost(
-        self,
-        request_id: RequestId,
-        request: CompositeRequest,
-        cost: CostModel,
-        *,
-        lookups: Sequence[tuple[int, Draft, int]],
-        neurals: Sequence[tuple[int, Proposer, int]],
-        confirmed: int | None,
-        min_gain: float = 0.0,
-    ) -> Draft:
-        """The draft with the most expected tokens per second, or none when plain decoding wins
-        (by less than the share ``min_gain``).
-
-        ``lookups``: (track, draft, band) of the lookups that drafted this step (their drafts are
-        scored already); ``neurals``: (track, part, longest) of neural parts, called only when
-        chosen; ``confirmed``: the track of neural drafts that a lookup's longer draft continues
-        (None: never continue). Each choice is priced ``(1 + E(k)) / step_time(k)`` at its best
-        cut ``k``; earlier choices win ties. Sunk costs count: a lookup that found a draft has
-        been charged for this step whatever is chosen, and after a neural pass both have.
-        """
-        batch, context = self.batch_size, request.length
-        ran = ("lookup",) if any(draft.tokens for _, draft, _ in lookups) else ()
-        with_neural = (*ran, "neural")
-
-        def times(longest: int, kinds: tuple[str, ...]) -> np.ndarray:  # of a step drafting 1..longest tokens
-            return spec_step_times(cost, batch, context, longest, kinds)[1:]
-
-        best_rate = (1.0 + min_gain) / float(spec_step_times(cost, batch, context, 0, ran)[0])
-        chosen: Draft | None = None
-        chosen_neural: tuple[int, Proposer, int] | None = None
-        for track, draft, band in lookups:
-            if draft.tokens:
-                rate, k, expected = best_cut(self.estimate(request_id, track, band)[: len(draft.tokens)], times(len(draft.tokens), ran))
-                if rate > best_rate:
-                    best_rate, chosen = rate, Draft(draft.tokens[:k], draft.source, expected, needs_neural=False)
-        for track, part, longest in neurals:
-            # whether to call a neural part is judged optimistically (it is observed only when
-            # called, so one judged on a few unlucky steps would never be tried again)
-            hopeful = np.minimum(self.estimate(request_id, track) + self.optimism(track), 1.0)
-            rate = best_cut(hopeful[:longest], times(longest, with_neural))[0]
-            if rate > best_rate:
-                best_rate, chosen_neural = rate, (track, part, longest)
-        if chosen_neural is None:
-            return chosen if chosen is not None else Draft((), self.name, 0.0, needs_neural=False)
-        return self._neural_draft(request_id, request, cost, chosen_neural, lookups, confirmed, times)
-
-    def _neural_draft(
-        self,
-        request_id: RequestId,
-        request: CompositeRequest,
-        cost: CostModel,
-        neural_part: tuple[int, Proposer, int],
-        lookups: Sequence[tuple[int, Draft, int]],
-        confirmed: int | None,
-        times: object,
-    ) -> Draft:
-        track, part, longest = neural_part
-        with_neural = ("lookup", "neural") if any(draft.tokens for _, draft, _ in lookups) else ("neural",)
-        neural_p = self.estimate(request_id, track)
-        _, k, expected = best_cut(neural_p[:longest], times(longest, with_neural))  # type: ignore[operator]
-        # probing, the part drafts all it can and the tokens past the cut are scored too (they
-        # cost nothing more where a head drafts its full length every step anyway)
-        asked = longest if self.probe else k
-        neural = check_draft(part.propose(request_id, asked), asked, part.name)
-        self.score_later(request, track, 0, neural.tokens)
-        tokens, source = neural.tokens[:k], neural.source
-        if confirmed is None or not tokens:
-            return Draft(tokens, source, expected, needs_neural=True)
-        # a lookup that agrees with all the neural part drafted and goes on: price the longer
-        # draft by what such confirmed drafts have shown (before any: the better part per
-        # position). A part's drafts are followed over later steps (each learns as if it drafted
-        # alone); this combination's statistics describe the steps that drafted it: it is scored
-        # on what such a step verifies
-        agreeing = [
-            (draft, band) for lookup_track, draft, band in lookups
-            if len(draft.tokens) > len(tokens) and draft.tokens[: len(tokens)] == tokens
-        ]  # fmt: skip
-        if not agreeing:
-            return Draft(tokens, source, expected, needs_neural=True)
-        lookup, band = max(agreeing, key=lambda item: len(item[0].tokens))
-        lookup_track = next(t for t, draft, _ in lookups if draft is lookup)
-        self.score_later(request, confirmed, 0, lookup.tokens, follow=False)
-        lookup_p = self.estimate(request_id, lookup_track, band)
-        confirmed_p = self.estimate(request_id, confirmed, prior=np.maximum(lookup_p, neural_p))
-        longest_lookup = len(lookup.tokens)
-        _, confirmed_k, confirmed_expected = best_cut(
-            confirmed_p[:longest_lookup], times(longest_lookup, ("lookup", "neural"))  # type: ignore[operator]
-        )
-        if confirmed_k > len(tokens):
-            return Draft(lookup.tokens[:confirmed_k], f"{source}+{lookup.source}", confirmed_expected, needs_neural=True)
-        return Draft(tokens, source, expected, needs_neural=True)
+    def statistics(self) -> tuple[np.ndarray, np.ndarray, dict[RequestId, tuple[np.ndarray, np.ndarray, int]]]:
+        """Copies of what the composite learned: pooled drafted and accepted counts [track, band,
+        position], and per live request its own counts and length (for tests and inspection)."""
+        own = {
+            request_id: (self._own_drafted[slot].copy(), self._own_accepted[slot].copy(), int(self._lengths[slot]))
+            for request_id, slot in self._slot.items()
+        }
+        return self._pooled_drafted.copy(), self._pooled_accepted.copy(), own

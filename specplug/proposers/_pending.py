@@ -6,16 +6,19 @@ never be observed: estimates for long drafts would stay at their prior. The veri
 goes on regardless, so each draft waits here until the tokens after it either cover it or
 contradict it; its positions are scored as the verified tokens reach them, exactly as if it
 had been verified, and each position once.
+
+Every request's waiting drafts live in arrays by slot (:class:`PendingTable`), which the
+composites' kernels read and write for a whole batch at once. A waiting draft has matched
+every verified token so far, and its scored positions reach the request's end: the next
+tokens alone decide what is left of it, so no verified text is kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-
 import numpy as np
+from numba import njit
 
-__all__ = ["MAX_WAITING", "PendingDrafts"]
+__all__ = ["MAX_WAITING", "PendingTable", "add_pending", "score_pending"]
 
 #: most drafts waiting per request. A step adds one per track, and a draft waits at most as many
 #: steps as it has tokens, so an engine that extends after each propose keeps far fewer; an
@@ -23,79 +26,138 @@ __all__ = ["MAX_WAITING", "PendingDrafts"]
 #: and the time of the next extend)
 MAX_WAITING = 256
 
-
-@dataclass
-class _Waiting:
-    key: object
-    draft: tuple[int, ...]
-    at: int  # position of the draft's first token in the request
-    follow: bool  # False: scored on the next tokens only, then dropped
-    scored: int = 0  # leading positions already handed out for scoring
+# the columns of PendingTable.meta
+TRACK, BAND, AT, LENGTH, SCORED, FOLLOW = range(6)
 
 
-@dataclass
-class PendingDrafts:
-    """Drafts of one request, each tagged (``key``) and anchored where its first token goes.
+class PendingTable:
+    """The waiting drafts of every request, by slot: ``count[slot]`` drafts, each with its
+    ``meta`` (track, band, position of its first token, length, positions scored, followed) and
+    its ``tokens``, in the order they were added.
 
-    :meth:`extend` yields ``(key, draft, truth, scored)`` for every draft that the new tokens
-    reach: ``truth`` holds the verified tokens under the draft so far, and positions before
-    ``scored`` were handed out before.
-
-    >>> pending = PendingDrafts()
-    >>> pending.add("suffix", (5, 6, 7), at=10)
-    >>> list(pending.extend(np.array([5]), at=10))          # the first position is decided
-    [('suffix', (5, 6, 7), [5], 0)]
-    >>> list(pending.extend(np.array([6, 9]), at=11))       # 9 contradicts the third token
-    [('suffix', (5, 6, 7), [5, 6, 9], 1)]
-    >>> list(pending.extend(np.array([1]), at=13))          # nothing waits any more
-    []
+    >>> table = PendingTable(slots=1, positions=4)
+    >>> add_pending(table.meta, table.tokens, table.count, 0, 0, 1, np.array([5, 6, 7]), 3, 10, True)
+    >>> own, pooled = np.zeros((2, 2, 2, 4)), np.zeros((2, 2, 2, 4))   # drafted, accepted [track, band, position]
+    >>> score_pending(0, np.array([5, 6, 9]), 0, 3, 10, table.meta, table.tokens, table.count, *own, *pooled, 1.0)
+    >>> own[0, 0, 1].tolist(), own[1, 0, 1].tolist(), int(table.count[0])   # 9 contradicts the third token
+    ([1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0], 0)
     """
 
-    _drafts: list[_Waiting] = field(default_factory=list)
-    _tail: list[int] = field(default_factory=list)  # verified tokens from _tail_at on
-    _tail_at: int = 0
+    def __init__(self, slots: int, positions: int, waiting: int = 8) -> None:
+        self.positions = positions
+        self.count = np.zeros(slots, dtype=np.int64)
+        self.meta = np.zeros((slots, waiting, 6), dtype=np.int64)
+        self.tokens = np.zeros((slots, waiting, positions), dtype=np.int64)
 
-    def add(self, key: object, draft: tuple[int, ...], at: int, *, follow: bool = True) -> None:
-        """Wait for the verified tokens under ``draft``, whose first token goes at position ``at``
-        (``follow=False``: score it on the next tokens only)."""
-        if not draft:
-            return
-        drafts = self._drafts
-        if not drafts:
-            self._tail, self._tail_at = [], at
-        # Proposing again before a token is verified drafts the same position again: the newer draft
-        # replaces the one of the same key there (scoring both would count that position twice).
-        # Drafts are added in position order, so those at ``at`` are the last ones.
-        for index in range(len(drafts) - 1, -1, -1):
-            entry = drafts[index]
-            if entry.at != at:
-                break
-            if entry.key == key:
-                del drafts[index]
-                break
-        drafts.append(_Waiting(key, draft, at, follow))
-        if len(drafts) > MAX_WAITING:  # the oldest goes unscored
-            del drafts[0]
+    @property
+    def capacity(self) -> int:
+        return self.meta.shape[1]
 
-    def extend(self, tokens: np.ndarray, at: int) -> Iterator[tuple[object, tuple[int, ...], list[int], int]]:
-        """Record verified ``tokens`` (the first at position ``at``); yield each draft they reach."""
-        if not self._drafts:
+    def grow_slots(self, slots: int) -> None:
+        """Room for ``slots`` requests."""
+        old = len(self.count)
+        if slots <= old:
             return
-        if at != self._tail_at + len(self._tail):  # a gap (should not happen): drop what waits
-            self._drafts.clear()
+        self.count = np.concatenate([self.count, np.zeros(slots - old, dtype=np.int64)])
+        self.meta = np.concatenate([self.meta, np.zeros((slots - old, *self.meta.shape[1:]), dtype=np.int64)])
+        self.tokens = np.concatenate([self.tokens, np.zeros((slots - old, *self.tokens.shape[1:]), dtype=np.int64)])
+
+    def make_room(self, most: int) -> None:
+        """Room for ``most`` waiting drafts per request (never more than :data:`MAX_WAITING`)."""
+        wanted = min(most, MAX_WAITING)
+        if wanted <= self.capacity:
             return
-        self._tail.extend(int(token) for token in tokens)
-        waiting = []
-        for entry in self._drafts:
-            start = entry.at - self._tail_at
-            truth = self._tail[start : start + len(entry.draft)]
-            if len(truth) > entry.scored:
-                yield entry.key, entry.draft, truth, entry.scored
-                entry.scored = len(truth)
-            if entry.follow and len(truth) < len(entry.draft) and truth == list(entry.draft[: len(truth)]):
-                waiting.append(entry)  # neither covered nor contradicted yet
-        self._drafts = waiting
-        if waiting:  # forget the verified tokens no waiting draft still needs
-            first = min(entry.at for entry in waiting)
-            del self._tail[: first - self._tail_at]
-            self._tail_at = first
+        width = self.capacity
+        while width < wanted:
+            width *= 2
+        width = min(width, MAX_WAITING)
+        slots = len(self.count)
+        meta = np.zeros((slots, width, 6), dtype=np.int64)
+        tokens = np.zeros((slots, width, self.positions), dtype=np.int64)
+        meta[:, : self.capacity] = self.meta
+        tokens[:, : self.capacity] = self.tokens
+        self.meta, self.tokens = meta, tokens
+
+    def clear(self, slot: int) -> None:
+        self.count[slot] = 0
+
+
+@njit(cache=True)
+def add_pending(
+    meta: np.ndarray, tokens: np.ndarray, count: np.ndarray, slot: int, track: int, band: int,
+    draft: np.ndarray, length: int, at: int, follow: bool,
+) -> None:  # pragma: no cover - compiled
+    """Wait for the verified tokens under ``draft[:length]``, whose first token goes at position
+    ``at`` (``follow=False``: score it on the next tokens only)."""
+    if length == 0:
+        return
+    n = count[slot]
+    # Proposing again before a token is verified drafts the same position again: the newer draft
+    # replaces the one of the same track and band there (scoring both would count that position
+    # twice). Drafts are added in position order, so those at ``at`` are the last ones.
+    for entry in range(n - 1, -1, -1):
+        if meta[slot, entry, AT] != at:
+            break
+        if meta[slot, entry, TRACK] == track and meta[slot, entry, BAND] == band:
+            for later in range(entry, n - 1):
+                meta[slot, later] = meta[slot, later + 1]
+                tokens[slot, later] = tokens[slot, later + 1]
+            n -= 1
+            break
+    if n == MAX_WAITING:  # the oldest goes unscored
+        for later in range(n - 1):
+            meta[slot, later] = meta[slot, later + 1]
+            tokens[slot, later] = tokens[slot, later + 1]
+        n -= 1
+    meta[slot, n, TRACK] = track
+    meta[slot, n, BAND] = band
+    meta[slot, n, AT] = at
+    meta[slot, n, LENGTH] = length
+    meta[slot, n, SCORED] = 0
+    meta[slot, n, FOLLOW] = 1 if follow else 0
+    tokens[slot, n, :length] = draft[:length]
+    count[slot] = n + 1
+
+
+@njit(cache=True)
+def score_pending(
+    slot: int, new_tokens: np.ndarray, begin: int, end: int, old_length: int,
+    meta: np.ndarray, tokens: np.ndarray, count: np.ndarray,
+    drafted: np.ndarray, accepted: np.ndarray, pooled_drafted: np.ndarray, pooled_accepted: np.ndarray, decay: float,
+) -> None:  # pragma: no cover - compiled
+    """Score the waiting drafts of ``slot`` on its verified ``new_tokens[begin:end]`` (the first at
+    position ``old_length``), each position once, into the request's ``drafted``/``accepted``
+    [track, band, position] and the pooled counts; keep the drafts still neither covered nor
+    contradicted.
+
+    ``decay`` < 1: a band's earlier counts of the request are first worth that much less (once
+    per draft, when its first position is scored), so they follow acceptance that drifts."""
+    new_length = old_length + (end - begin)
+    positions = drafted.shape[2]
+    kept = 0
+    for entry in range(count[slot]):
+        track, band, at = meta[slot, entry, TRACK], meta[slot, entry, BAND], meta[slot, entry, AT]
+        length, scored = meta[slot, entry, LENGTH], meta[slot, entry, SCORED]
+        reached = min(length, new_length - at)  # positions the verified text covers
+        matched = True
+        if reached > scored:
+            if decay < 1.0 and scored == 0:
+                for j in range(positions):
+                    drafted[track, band, j] *= decay
+                    accepted[track, band, j] *= decay
+            # a waiting draft's scored positions end where the new tokens start
+            for j in range(scored, min(reached, positions)):
+                drafted[track, band, j] += 1.0
+                pooled_drafted[track, band, j] += 1.0
+                if tokens[slot, entry, j] != new_tokens[begin + at + j - old_length]:
+                    matched = False
+                    break
+                accepted[track, band, j] += 1.0
+                pooled_accepted[track, band, j] += 1.0
+            meta[slot, entry, SCORED] = reached
+        if meta[slot, entry, FOLLOW] == 1 and reached < length and matched:
+            if kept != entry:
+                meta[slot, kept] = meta[slot, entry]
+                tokens[slot, kept] = tokens[slot, entry]
+            kept += 1
+    count[slot] = kept

@@ -30,12 +30,12 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, field_validator
 
-from specplug._contract import Draft, Proposer, RequestId, check_draft
+from specplug._contract import Proposer, RequestId
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
 from specplug._cost._steps import checked_step_times
-from specplug.proposers._composite import CompositeProposer, CompositeRequest
+from specplug.proposers._composite import Choosing, CompositeProposer
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._parts import resolved
 
@@ -96,8 +96,16 @@ class AdaptiveProposer(CompositeProposer):
         # one statistics track per candidate, in the order given, and one for neural drafts that a
         # lookup's longer draft continues (as the hybrid's)
         self._confirmed = len(self.candidates)
+        self.kinds = [candidate.draft_kind for candidate in self.candidates]
+        self.cost: CostModel = checked_step_times(resolved(options.cost, "cost"))
+        choosing = Choosing(
+            lookups=tuple(index for index, kind in enumerate(self.kinds) if kind == "lookup"),
+            neurals=tuple(index for index, kind in enumerate(self.kinds) if kind != "lookup"),
+            cost=self.cost, confirmed=self._confirmed, min_gain=options.min_gain,
+        )  # fmt: skip
         super().__init__(
             self.candidates,
+            choosing=choosing,
             tracks=len(self.candidates) + 1,
             positions=options.max_positions,
             prior=options.prior,
@@ -107,34 +115,13 @@ class AdaptiveProposer(CompositeProposer):
             half_life=options.half_life,
             probe=options.neural_probe,
         )
-        self.kinds = [candidate.draft_kind for candidate in self.candidates]
         if "neural" in self.kinds:
             self.draft_kind = "neural"
-        self.cost: CostModel = checked_step_times(resolved(options.cost, "cost"))
-        # a drafter with a fixed length (an MTP head drafts k tokens) is never asked for more
-        self._longest = [candidate.max_draft_tokens for candidate in self.candidates]
 
     def acceptance(self, request_id: RequestId, index: int, band: int = 0) -> np.ndarray:
         """Estimated acceptance of each draft position for candidate ``index`` in this request
         (for drafts in score ``band``): the request's counts shrunk towards the pooled ones."""
         return self.estimate(request_id, index, band)
-
-    def _choose(self, request_id: RequestId, request: CompositeRequest, limit: int) -> Draft:
-        lookups: list[tuple[int, Draft, int]] = []
-        neurals: list[tuple[int, Proposer, int]] = []
-        for index, candidate in enumerate(self.candidates):
-            if self.kinds[index] == "lookup":
-                # lookups are cheap: each drafts, and is scored whether chosen or not
-                draft = check_draft(candidate.propose(request_id, limit), limit, candidate.name)
-                band = self.band(draft, limit)
-                self.score_later(request, index, band, draft.tokens)
-                lookups.append((index, draft, band))
-            else:
-                neurals.append((index, candidate, min(limit, self._longest[index] or limit)))
-        return self.choose_by_cost(
-            request_id, request, self.cost, lookups=lookups, neurals=neurals, confirmed=self._confirmed,
-            min_gain=self.options.min_gain,
-        )
 
 
 @hookimpl

@@ -39,12 +39,12 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from specplug._contract import Draft, Proposer, RequestId, check_draft
+from specplug._contract import Proposer, RequestId
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
 from specplug._cost._steps import checked_step_times
-from specplug.proposers._composite import CompositeProposer, CompositeRequest
+from specplug.proposers._composite import Choosing, CompositeProposer
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._parts import resolved
 
@@ -123,8 +123,16 @@ class HybridProposer(CompositeProposer):
         self.options = options
         self.neural = options.neural
         self.lookup: Proposer = resolved(options.lookup, "lookup")
+        cost = resolved(options.cost, "cost")
+        self.cost: CostModel | None = None if cost is None else checked_step_times(cost)
+        choosing = Choosing(
+            lookups=(LOOKUP,), neurals=(NEURAL,), cost=self.cost,
+            confirmed=CONFIRMED if options.continue_with_lookup else None,
+            margin=options.margin, continue_with_lookup=options.continue_with_lookup,
+        )  # fmt: skip
         super().__init__(
             [self.lookup, self.neural],
+            choosing=choosing,
             tracks=3,
             positions=options.max_positions,
             prior=options.prior,
@@ -134,8 +142,6 @@ class HybridProposer(CompositeProposer):
             half_life=options.half_life,
             probe=options.neural_probe,
         )
-        cost = resolved(options.cost, "cost")
-        self.cost: CostModel | None = None if cost is None else checked_step_times(cost)
 
     def acceptance(self, request_id: RequestId, lookup_band: int, *, optimistic: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Estimated acceptance per draft position of a lookup draft in ``lookup_band`` and of a
@@ -153,40 +159,8 @@ class HybridProposer(CompositeProposer):
         neural_expected = float(np.cumprod(neural[:neural_tokens]).sum())
         return lookup_expected, neural_expected
 
-    def _choose(self, request_id: RequestId, request: CompositeRequest, limit: int) -> Draft:
-        # parts' drafts are checked here too: a part that overrides propose() skips its own check
-        lookup = check_draft(self.lookup.propose(request_id, limit), limit, self.lookup.name)
-        band = self.band(lookup, limit)
-        self.score_later(request, LOOKUP, band, lookup.tokens)
-        neural_tokens = min(limit, self.options.neural_max_tokens or self.neural.max_draft_tokens or limit)
-        if self.cost is not None:
-            return self._choose_by_cost(request_id, request, lookup, band, neural_tokens)
-        lookup_expected, neural_expected = self.expected(
-            request_id, lookup_tokens=len(lookup.tokens), lookup_band=band, neural_tokens=neural_tokens
-        )
-        if lookup.tokens and lookup_expected >= neural_expected - self.options.margin:
-            return Draft(lookup.tokens, lookup.source, lookup_expected, needs_neural=False)
-        neural = check_draft(self.neural.propose(request_id, neural_tokens), neural_tokens, self.neural.name)
-        self.score_later(request, NEURAL, 0, neural.tokens)
-        tokens, source = neural.tokens, neural.source
-        if (
-            self.options.continue_with_lookup
-            and len(lookup.tokens) > len(tokens)
-            and lookup.tokens[: len(tokens)] == tokens
-        ):
-            tokens, source = lookup.tokens, f"{neural.source}+{lookup.source}"
-        return Draft(tokens, source, max(neural_expected, lookup_expected), needs_neural=True)
-
-    def _choose_by_cost(
-        self, request_id: RequestId, request: CompositeRequest, lookup: Draft, band: int, neural_tokens: int
-    ) -> Draft:
-        assert self.cost is not None
-        return self.choose_by_cost(
-            request_id, request, self.cost,
-            lookups=[(LOOKUP, lookup, band)],
-            neurals=[(NEURAL, self.neural, neural_tokens)],
-            confirmed=CONFIRMED if self.options.continue_with_lookup else None,
-        )  # fmt: skip
+    def _neural_longest(self, index: int) -> int:
+        return self.options.neural_max_tokens or self.neural.max_draft_tokens or 0
 
 
 @hookimpl

@@ -1,0 +1,368 @@
+"""The composites' per-step work for every row of a batch in two numba calls.
+
+:func:`choose_rows` runs, row after row (in row order, so that each row sees the pooled
+statistics the rows before it updated, as calls request by request would): the scoring of the
+row's waiting drafts on its new tokens, then its choice -- estimates per track, band and
+position, exploration bonuses, best cuts and cost comparisons -- and what a neural part is to be
+asked for. The neural parts then draft for the rows that chose them (one batch call per part),
+and :func:`finish_rows` turns every row's choice into its draft: the neural draft, continued by
+an agreeing lookup's, or the lookup's cut. The per-request path runs the same two kernels with
+one row: the batch and per-request paths share one implementation.
+
+Every number is computed as the numpy expressions of :mod:`specplug.proposers._parts` compute
+it (sequential cumulative sums and products, numpy's pairwise ``sum``), so that drafts do not
+depend on the path.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from specplug.proposers._pending import add_pending, score_pending
+
+__all__ = [
+    "EMPTY", "KIND_LOOKUP", "KIND_LOOKUP_NEURAL", "KIND_NEURAL", "KIND_PLAIN", "NOT_DRAFTED", "choose_rows",
+    "finish_rows",
+]  # fmt: skip
+
+#: rows of a step-time table [row, kinds, draft length]: the drafters a step ran
+KIND_PLAIN, KIND_LOOKUP, KIND_NEURAL, KIND_LOOKUP_NEURAL = range(4)
+#: ``choice`` of a row: no draft asked for, or plain decoding; else a lookup's index, or
+#: ``lookups + index`` of a neural part
+NOT_DRAFTED, EMPTY = -2, -1
+
+# params (float64): prior, prior_weight, explore, decay, min_gain, margin
+# flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup
+
+
+@njit(cache=True)
+def _block_sum(values: np.ndarray, first: int, count: int) -> float:  # pragma: no cover - compiled
+    # numpy's pairwise summation (``ndarray.sum``) of at most 128 float64 values, to the bit
+    if count < 8:
+        total = 0.0
+        for i in range(count):
+            total += values[first + i]
+        return total
+    r0, r1, r2, r3 = values[first], values[first + 1], values[first + 2], values[first + 3]
+    r4, r5, r6, r7 = values[first + 4], values[first + 5], values[first + 6], values[first + 7]
+    i = 8
+    while i < count - (count % 8):
+        at = first + i
+        r0 += values[at]
+        r1 += values[at + 1]
+        r2 += values[at + 2]
+        r3 += values[at + 3]
+        r4 += values[at + 4]
+        r5 += values[at + 5]
+        r6 += values[at + 6]
+        r7 += values[at + 7]
+        i += 8
+    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < count:
+        total += values[first + i]
+        i += 1
+    return total
+
+
+# numpy splits more than 128 values in halves (a multiple of 8 first), recursively; numba caches
+# no recursive function, so each level is written out: a half of n values holds at most
+# n / 2 + 8, and five levels cover drafts of up to 1024 positions (the most a composite tracks)
+
+
+@njit(cache=True)
+def _sum_1(values: np.ndarray, first: int, count: int) -> float:  # pragma: no cover - compiled
+    if count <= 128:
+        return _block_sum(values, first, count)
+    half = count // 2 - (count // 2) % 8
+    return _block_sum(values, first, half) + _block_sum(values, first + half, count - half)
+
+
+@njit(cache=True)
+def _sum_2(values: np.ndarray, first: int, count: int) -> float:  # pragma: no cover - compiled
+    if count <= 128:
+        return _block_sum(values, first, count)
+    half = count // 2 - (count // 2) % 8
+    return _sum_1(values, first, half) + _sum_1(values, first + half, count - half)
+
+
+@njit(cache=True)
+def _sum_3(values: np.ndarray, first: int, count: int) -> float:  # pragma: no cover - compiled
+    if count <= 128:
+        return _block_sum(values, first, count)
+    half = count // 2 - (count // 2) % 8
+    return _sum_2(values, first, half) + _sum_2(values, first + half, count - half)
+
+
+@njit(cache=True)
+def _sum_4(values: np.ndarray, first: int, count: int) -> float:  # pragma: no cover - compiled
+    if count <= 128:
+        return _block_sum(values, first, count)
+    half = count // 2 - (count // 2) % 8
+    return _sum_3(values, first, half) + _sum_3(values, first + half, count - half)
+
+
+@njit(cache=True)
+def _numpy_sum(values: np.ndarray, first: int, count: int) -> float:  # pragma: no cover - compiled
+    if count <= 128:
+        return _block_sum(values, first, count)
+    half = count // 2 - (count // 2) % 8
+    return _sum_4(values, first, half) + _sum_4(values, first + half, count - half)
+
+
+@njit(cache=True)
+def _expected(accepted: np.ndarray, count: int, scratch: np.ndarray) -> float:  # pragma: no cover - compiled
+    # float(np.cumprod(accepted[:count]).sum())
+    product = 1.0
+    for j in range(count):
+        product = accepted[j] if j == 0 else product * accepted[j]
+        scratch[j] = product
+    return _numpy_sum(scratch, 0, count)
+
+
+@njit(cache=True)
+def _best_cut(accepted: np.ndarray, count: int, times: np.ndarray) -> tuple[float, int, float]:  # pragma: no cover
+    # _parts.best_cut: (rate, k, expected) of the cut with the most expected tokens per second,
+    # a draft of k tokens taking times[k] (times[0]: no draft)
+    if count == 0:
+        return 0.0, 0, 0.0
+    product = total = 0.0
+    best_rate, best_k, best_expected = 0.0, 0, 0.0
+    for j in range(count):
+        product = accepted[j] if j == 0 else product * accepted[j]
+        total = product if j == 0 else total + product
+        rate = (1.0 + total) / times[j + 1]
+        if j == 0 or rate > best_rate:
+            best_rate, best_k, best_expected = rate, j + 1, total
+    return best_rate, best_k, best_expected
+
+
+@njit(cache=True)
+def _estimate(
+    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
+    prior: float, weight: float, out: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    # _parts.estimate with a scalar prior: pooled positions chained, the request's shrunk to them
+    previous = prior
+    for j in range(len(drafted)):
+        previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
+        out[j] = (own_accepted[j] + weight * previous) / (own_drafted[j] + weight)
+
+
+@njit(cache=True)
+def _estimate_towards(
+    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
+    prior: np.ndarray, weight: float, out: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    # _parts.estimate with a prior per position
+    for j in range(len(drafted)):
+        pooled = (accepted[j] + weight * prior[j]) / (drafted[j] + weight)
+        out[j] = (own_accepted[j] + weight * pooled) / (own_drafted[j] + weight)
+
+
+@njit(cache=True)
+def _hopeful(
+    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
+    prior: float, weight: float, explore: float, steps: int, out: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    # a neural part's estimate plus its exploration bonus, at most 1 (it is observed only when called)
+    _estimate(own_drafted, own_accepted, drafted, accepted, prior, weight, out)
+    grown = math.log1p(float(steps))
+    for j in range(len(drafted)):
+        out[j] = min(out[j] + explore * math.sqrt(grown / (drafted[j] + weight)), 1.0)
+
+
+@njit(cache=True)
+def choose_rows(
+    slots: np.ndarray, new_tokens: np.ndarray, offsets: np.ndarray, extended: np.ndarray, limits: np.ndarray,
+    lookup_tokens: np.ndarray, lookup_lengths: np.ndarray, lookup_bands: np.ndarray, lookup_tracks: np.ndarray,
+    neural_tracks: np.ndarray, neural_longest: np.ndarray, times: np.ndarray, params: np.ndarray, flags: np.ndarray,
+    lengths: np.ndarray, steps: np.ndarray, own_drafted: np.ndarray, own_accepted: np.ndarray,
+    pooled_drafted: np.ndarray, pooled_accepted: np.ndarray, meta: np.ndarray, waiting: np.ndarray, count: np.ndarray,
+    choice: np.ndarray, cut: np.ndarray, asked: np.ndarray, expected: np.ndarray, other_expected: np.ndarray,
+    confirmed_cut: np.ndarray, confirmed_expected: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Per row, in order: score its waiting drafts on its new tokens (where ``extended``), then,
+    where ``limits`` > 0, choose: ``choice`` (see :data:`NOT_DRAFTED`), ``cut`` (tokens kept of
+    the choice), ``asked`` (tokens to ask a chosen neural part for), ``expected`` (the draft's
+    expected accepted tokens), and per lookup the confirmed cut and expectation should that
+    lookup's draft continue the neural one.
+
+    ``lookup_tokens`` [lookup, row, position] hold the lookups' drafts of this step, already
+    made; each is queued for scoring here.
+    """
+    prior, weight, explore, decay = params[0], params[1], params[2], params[3]
+    min_gain, margin = params[4], params[5]
+    by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
+    positions = own_drafted.shape[3]
+    n_lookups, n_neurals = len(lookup_tracks), len(neural_tracks)
+    p_lookup = np.empty(positions)
+    p_neural = np.empty(positions)
+    p_confirmed = np.empty(positions)
+    towards = np.empty(positions)
+    scratch = np.empty(positions)
+    for row in range(len(slots)):
+        slot = slots[row]
+        own_d, own_a = own_drafted[slot], own_accepted[slot]
+        begin, end = offsets[row], offsets[row + 1]
+        if extended[row]:
+            score_pending(
+                slot, new_tokens, begin, end, lengths[slot], meta, waiting, count,
+                own_d, own_a, pooled_drafted, pooled_accepted, decay,
+            )
+            lengths[slot] += end - begin
+        limit = limits[row]
+        choice[row] = NOT_DRAFTED
+        if limit <= 0:
+            continue
+        steps[0] += 1
+        at = lengths[slot]
+        drafted_any = False
+        for li in range(n_lookups):  # lookups are cheap: each drafted, and is scored whether chosen or not
+            n = lookup_lengths[li, row]
+            add_pending(meta, waiting, count, slot, lookup_tracks[li], lookup_bands[li, row], lookup_tokens[li, row], n, at, True)
+            drafted_any = drafted_any or n > 0
+        if not by_cost:  # the hybrid without a cost model: expected accepted tokens, lookup against neural
+            track, band, n = lookup_tracks[0], lookup_bands[0, row], lookup_lengths[0, row]
+            _estimate(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
+                      prior, weight, p_lookup)
+            track = neural_tracks[0]
+            _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
+                     prior, weight, explore, steps[0], p_neural)
+            longest = min(limit, neural_longest[0]) if neural_longest[0] > 0 else limit
+            lookup_expected = _expected(p_lookup, n, scratch)
+            neural_expected = _expected(p_neural, longest, scratch)
+            if n > 0 and lookup_expected >= neural_expected - margin:
+                choice[row], cut[row], expected[row] = 0, n, lookup_expected
+            else:
+                choice[row], asked[row], cut[row] = n_lookups, longest, longest
+                expected[row], other_expected[row] = neural_expected, lookup_expected
+            continue
+        # by cost: the most expected tokens per second, plain decoding included (choose_by_cost)
+        ran = KIND_LOOKUP if drafted_any else KIND_PLAIN
+        with_neural = KIND_LOOKUP_NEURAL if drafted_any else KIND_NEURAL
+        step_times = times[row]
+        best_rate = (1.0 + min_gain) / step_times[ran, 0]
+        choice[row] = EMPTY
+        expected[row] = 0.0
+        for li in range(n_lookups):
+            n = lookup_lengths[li, row]
+            if n == 0:
+                continue
+            track, band = lookup_tracks[li], lookup_bands[li, row]
+            _estimate(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
+                      prior, weight, p_lookup)
+            rate, k, value = _best_cut(p_lookup, n, step_times[ran])
+            if rate > best_rate:
+                best_rate, choice[row], cut[row], expected[row] = rate, li, k, value
+        neural = -1
+        for ni in range(n_neurals):
+            track = neural_tracks[ni]
+            longest = min(limit, neural_longest[ni]) if neural_longest[ni] > 0 else limit
+            _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
+                     prior, weight, explore, steps[0], p_neural)
+            rate = _best_cut(p_neural, longest, step_times[with_neural])[0]
+            if rate > best_rate:
+                best_rate, neural = rate, ni
+        if neural < 0:
+            continue
+        track = neural_tracks[neural]
+        longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
+        _estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
+                  prior, weight, p_neural)
+        rate, k, value = _best_cut(p_neural, longest, step_times[with_neural])
+        # probing, the part drafts all it can and the tokens past the cut are scored too
+        choice[row], cut[row], expected[row] = n_lookups + neural, k, value
+        asked[row] = longest if probe else k
+        if confirmed < 0:
+            continue
+        # should a lookup's longer draft continue the neural one: priced by what such confirmed
+        # drafts have shown (before any: the better part per position)
+        for li in range(n_lookups):
+            n = lookup_lengths[li, row]
+            confirmed_cut[row, li] = 0
+            if n == 0:
+                continue
+            lookup_track, band = lookup_tracks[li], lookup_bands[li, row]
+            _estimate(own_d[lookup_track, band], own_a[lookup_track, band], pooled_drafted[lookup_track, band],
+                      pooled_accepted[lookup_track, band], prior, weight, p_lookup)
+            for j in range(positions):
+                towards[j] = max(p_lookup[j], p_neural[j])
+            _estimate_towards(own_d[confirmed, 0], own_a[confirmed, 0], pooled_drafted[confirmed, 0],
+                              pooled_accepted[confirmed, 0], towards, weight, p_confirmed)
+            rate, k, value = _best_cut(p_confirmed, n, step_times[KIND_LOOKUP_NEURAL])
+            confirmed_cut[row, li], confirmed_expected[row, li] = k, value
+
+
+@njit(cache=True)
+def finish_rows(
+    slots: np.ndarray, choice: np.ndarray, cut: np.ndarray, expected: np.ndarray, other_expected: np.ndarray,
+    confirmed_cut: np.ndarray, confirmed_expected: np.ndarray,
+    lookup_tokens: np.ndarray, lookup_lengths: np.ndarray, neural_tokens: np.ndarray, neural_lengths: np.ndarray,
+    neural_tracks: np.ndarray, flags: np.ndarray, lengths: np.ndarray, meta: np.ndarray, waiting: np.ndarray,
+    count: np.ndarray, out: np.ndarray, out_lengths: np.ndarray, out_scores: np.ndarray, out_neural: np.ndarray,
+    continued_by: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Every row's draft from its choice: ``out``/``out_lengths``, ``out_scores``, ``out_neural``
+    (needs the neural pass), ``continued_by`` (the lookup whose draft continues the neural one,
+    else -1). ``neural_tokens`` [part, row, position] hold what the chosen neural parts drafted;
+    their drafts (and the lookups' confirming them) are queued for scoring here."""
+    by_cost, confirmed, continue_with_lookup = flags[0] == 1, flags[1], flags[3] == 1
+    n_lookups = lookup_tokens.shape[0]
+    for row in range(len(slots)):
+        chosen = choice[row]
+        continued_by[row] = -1
+        out_neural[row] = False
+        out_lengths[row] = 0
+        out_scores[row] = expected[row] if chosen >= EMPTY else 0.0
+        if chosen < 0:
+            continue
+        if chosen < n_lookups:
+            k = cut[row]
+            out[row, :k] = lookup_tokens[chosen, row, :k]
+            out_lengths[row] = k
+            continue
+        slot, ni = slots[row], chosen - n_lookups
+        out_neural[row] = True
+        drafted = neural_lengths[ni, row]
+        add_pending(meta, waiting, count, slot, neural_tracks[ni], 0, neural_tokens[ni, row], drafted, lengths[slot], True)
+        k = min(cut[row], drafted) if by_cost else drafted
+        out[row, :k] = neural_tokens[ni, row, :k]
+        out_lengths[row] = k
+        if not by_cost:
+            if other_expected[row] > expected[row]:  # max(neural, lookup): the first when equal
+                out_scores[row] = other_expected[row]
+            n = lookup_lengths[0, row]
+            if continue_with_lookup and n > k and _agrees(lookup_tokens[0, row], neural_tokens[ni, row], k):
+                out[row, :n] = lookup_tokens[0, row, :n]
+                out_lengths[row] = n
+                continued_by[row] = 0
+            continue
+        if confirmed < 0 or k == 0:
+            continue
+        longest = -1  # the longest agreeing lookup draft, the first of equals
+        for li in range(n_lookups):
+            n = lookup_lengths[li, row]
+            if n > k and _agrees(lookup_tokens[li, row], neural_tokens[ni, row], k):
+                if longest < 0 or n > lookup_lengths[longest, row]:
+                    longest = li
+        if longest < 0:
+            continue
+        n = lookup_lengths[longest, row]
+        add_pending(meta, waiting, count, slot, confirmed, 0, lookup_tokens[longest, row], n, lengths[slot], False)
+        if confirmed_cut[row, longest] > k:
+            k = confirmed_cut[row, longest]
+            out[row, :k] = lookup_tokens[longest, row, :k]
+            out_lengths[row] = k
+            out_scores[row] = confirmed_expected[row, longest]
+            continued_by[row] = longest
+
+
+@njit(cache=True)
+def _agrees(lookup: np.ndarray, neural: np.ndarray, count: int) -> bool:  # pragma: no cover - compiled
+    for j in range(count):
+        if lookup[j] != neural[j]:
+            return False
+    return True
