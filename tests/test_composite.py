@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 import specplug
-from specplug.proposers._pending import PendingDrafts
-from specplug.proposers._parts import PositionStats
+from specplug.proposers._pending import PendingTable, add_pending, score_pending
 from tests._scripted import Oracle
 
 
@@ -58,23 +57,40 @@ def test_stop_stops_every_part_and_reports_the_first_error(method):
     assert "r" not in last and "r" not in broken and "r" not in composite
 
 
+def _scored(table, steps, tracks=2):
+    """Counts [drafted/accepted, track, band 0, position] after the verified ``steps`` (at, tokens)."""
+    counts, pooled = np.zeros((2, tracks, 1, table.positions)), np.zeros((2, tracks, 1, table.positions))
+    for at, tokens in steps:
+        tokens = np.array(tokens, dtype=np.int64)
+        score_pending(0, tokens, 0, len(tokens), at, table.meta, table.tokens, table.count, *counts, *pooled, 1.0)
+    assert np.array_equal(counts, pooled)  # one request: its counts are the pooled ones
+    return counts[:, :, 0]
+
+
 def test_each_position_of_a_waiting_draft_is_scored_once_as_the_verified_text_reaches_it():
-    pending, stats = PendingDrafts(), PositionStats.empty(8)
-    pending.add("k", (1, 2, 3, 4, 5, 6), at=0)
-    for at, tokens in ((0, [1, 2]), (2, [3]), (3, [4, 7, 8]), (6, [9])):
-        for _, draft, truth, scored in pending.extend(np.array(tokens), at=at):
-            stats.observe(0, draft, truth, scored)
+    table = PendingTable(slots=1, positions=8)
+    add_pending(table.meta, table.tokens, table.count, 0, 0, 0, np.array([1, 2, 3, 4, 5, 6]), 6, 0, True)
+    drafted, accepted = _scored(table, ((0, [1, 2]), (2, [3]), (3, [4, 7, 8]), (6, [9])))
     # positions 1-4 matched, the fifth was contradicted (7 for 5), the sixth was never reached
-    assert stats.drafted[0].tolist() == [1, 1, 1, 1, 1, 0, 0, 0]
-    assert stats.accepted[0].tolist() == [1, 1, 1, 1, 0, 0, 0, 0]
+    assert drafted[0].tolist() == [1, 1, 1, 1, 1, 0, 0, 0]
+    assert accepted[0].tolist() == [1, 1, 1, 1, 0, 0, 0, 0]
+    assert table.count[0] == 0
 
 
 def test_a_draft_not_followed_is_scored_on_the_next_tokens_only():
-    pending = PendingDrafts()
-    pending.add("once", (1, 2, 3), at=0, follow=False)
-    pending.add("followed", (1, 2, 3), at=0)
-    assert [key for key, *_ in pending.extend(np.array([1]), at=0)] == ["once", "followed"]
-    assert [key for key, *_ in pending.extend(np.array([2, 3]), at=1)] == ["followed"]
+    table = PendingTable(slots=1, positions=4)
+    add_pending(table.meta, table.tokens, table.count, 0, 0, 0, np.array([1, 2, 3]), 3, 0, False)  # track 0: once
+    add_pending(table.meta, table.tokens, table.count, 0, 1, 0, np.array([1, 2, 3]), 3, 0, True)  # track 1: followed
+    drafted, _ = _scored(table, ((0, [1]), (1, [2, 3])))
+    assert drafted[0].tolist() == [1, 0, 0, 0] and drafted[1].tolist() == [1, 1, 1, 0]
+
+
+def test_a_newer_draft_of_the_same_track_and_band_replaces_the_one_waiting_at_its_position():
+    table = PendingTable(slots=1, positions=4)
+    for draft in ([1, 2], [1, 9, 9]):  # proposed twice before any token was verified
+        add_pending(table.meta, table.tokens, table.count, 0, 0, 0, np.array(draft), len(draft), 5, True)
+    drafted, accepted = _scored(table, ((5, [1, 9, 9]),))
+    assert drafted[0].tolist() == [1, 1, 1, 0] and accepted[0].tolist() == [1, 1, 1, 0]  # the newer one, once
 
 
 @pytest.mark.parametrize("batch", [1, 32, 128])

@@ -1,0 +1,157 @@
+"""The composites' batch step equals their per-request calls: same drafts, same learning.
+
+Two copies of a composite run the same random interleaved schedule of starts, steps and stops:
+one through ``step_batch``, one through ``stop``/``start``/``extend``/``propose``. Each step's
+new tokens accept a random prefix of the row's last draft (or diverge), so lookups and neural
+parts are chosen, cut, confirmed and scored over later steps. After every step the drafts
+(tokens, source, score, whether the neural pass is needed), the acceptance counts and
+everything the composite learned (pooled and per-request statistics, lengths) must be equal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import specplug
+from specplug import BatchStep
+from tests.streams import repetitive_tokens
+
+
+def _neural(longest: int | None = None) -> specplug.Proposer:
+    """A deterministic stand-in for a neural drafter: an n-gram lookup declared neural."""
+    part = specplug.create("ngram", min_n=1, max_n=2)
+    part.draft_kind = "neural"
+    part.max_draft_tokens = longest
+    return part
+
+
+CONFIGS = {
+    "hybrid": lambda: specplug.create("hybrid", neural=_neural(), lookup="suffix", max_positions=8),
+    "hybrid-margin-no-continue": lambda: specplug.create(
+        "hybrid", neural=_neural(3), lookup="ngram", margin=0.5, continue_with_lookup=False, max_positions=8
+    ),
+    "hybrid-cost": lambda: specplug.create(
+        "hybrid", neural=_neural(), lookup="suffix", cost="llama-3.1-8b-h100", batch_size=4, max_positions=8
+    ),
+    "hybrid-cost-probe": lambda: specplug.create(
+        "hybrid", neural=_neural(4), lookup="ngram", cost="llama-3.1-8b-h100", batch_size=1, neural_probe=True,
+        half_life=0.0, explore=1.0, max_positions=8,
+    ),
+    "adaptive": lambda: specplug.create("adaptive", candidates=["suffix", "ngram"], max_positions=8),
+    "adaptive-neural": lambda: specplug.create(
+        "adaptive", candidates=[_neural(3), "suffix", "ngram"], batch_size=2, explore=1.0, max_positions=8
+    ),
+}
+
+
+def _row(draft: specplug.Draft, accepted: int) -> tuple:
+    return draft.tokens, draft.source, draft.score, draft.needs_neural, accepted
+
+
+def _same_learning(batch, single) -> None:
+    pooled_d, pooled_a, own = batch.statistics()
+    single_d, single_a, single_own = single.statistics()
+    assert np.array_equal(pooled_d, single_d) and np.array_equal(pooled_a, single_a)
+    assert own.keys() == single_own.keys()
+    for request_id, (drafted, accepted, length) in own.items():
+        other = single_own[request_id]
+        assert np.array_equal(drafted, other[0]) and np.array_equal(accepted, other[1]) and length == other[2]
+    assert batch._steps == single._steps
+
+
+@st.composite
+def _schedule_and_run(draw, config):
+    batch, single = CONFIGS[config](), CONFIGS[config]()
+    live: dict[int, tuple[int, ...]] = {}  # request -> its last draft
+    fresh = 0
+    drafted = 0
+    for _ in range(draw(st.integers(1, 14))):
+        stopped = [rid for rid in sorted(live) if draw(st.integers(0, 7)) == 0]
+        for rid in stopped:
+            del live[rid]
+        started = []
+        for _ in range(draw(st.integers(0 if live else 1, 3))):
+            started.append((fresh, draw(repetitive_tokens(min_size=1, max_size=60))))
+            live[fresh] = ()
+            fresh += 1
+        order = draw(st.permutations(sorted(live)))
+        rows = []
+        for rid in order[: draw(st.integers(0, len(order)))]:
+            draft = live[rid]
+            kind = draw(st.integers(0, 4))
+            if kind == 0:
+                tokens: list[int] = []
+            elif kind <= 2 and draft:  # accept a prefix of the draft, then the target's own token
+                tokens = list(draft[: draw(st.integers(0, len(draft)))]) + [draw(st.integers(0, 9))]
+            else:
+                tokens = draw(st.lists(st.integers(0, 9), min_size=1, max_size=5))
+            rows.append((rid, tokens, draw(st.integers(0, 8))))
+        for rid in stopped:
+            single.stop(rid)
+        for rid, prompt in started:
+            single.start(rid, prompt)
+        expected = []
+        for rid, tokens, limit in rows:
+            accepted = single.extend(rid, tokens) if tokens else 0
+            draft = single.propose(rid, limit) if limit else single.empty_draft()
+            expected.append(_row(draft, accepted))
+        got = batch.step_batch(
+            BatchStep.of([r for r, _, _ in rows], [t for _, t, _ in rows], [lim for _, _, lim in rows],
+                         started=started, stopped=stopped)
+        )  # fmt: skip
+        actual = [_row(got.draft(row), int(got.accepted[row])) for row in range(len(rows))]
+        assert actual == expected, (stopped, started, rows)
+        assert [got.sources[row] for row in range(len(rows))] == [row[1] for row in expected]
+        _same_learning(batch, single)
+        for (rid, _, limit), row in zip(rows, expected):
+            live[rid] = row[0] if limit else ()
+            drafted += bool(row[0])
+    return drafted
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # the first draw compiles
+@given(data=st.data())
+def test_composite_batch_step_equals_per_request_calls(config, data):
+    data.draw(_schedule_and_run(config))
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_a_long_batch_run_drafts_learns_and_matches_the_per_request_calls(config):
+    """Many rows (the lookups' batch kernels run) over many steps: every kind of choice is made."""
+    batch, single = CONFIGS[config](), CONFIGS[config]()
+    rng = np.random.default_rng(7)
+    text = np.tile(rng.integers(0, 12, size=40), 30)  # repetitive: lookups and the stand-in neural part draft
+    ids = list(range(9))
+    position = {rid: 3 * rid for rid in ids}
+    started = [(rid, text[: position[rid] + 20].tolist()) for rid in ids]
+    for rid, prompt in started:
+        position[rid] += 20
+        single.start(rid, prompt)
+    batch.step_batch(BatchStep.of([], [], [], started=started))
+    new = {rid: [] for rid in ids}
+    sources, neural_steps = set(), 0
+    for _ in range(60):
+        expected = []
+        for rid in ids:
+            accepted = single.extend(rid, new[rid]) if new[rid] else 0
+            expected.append(_row(single.propose(rid, 6), accepted))
+        got = batch.step_batch(BatchStep.of(ids, [new[rid] for rid in ids], [6] * len(ids)))
+        assert [_row(got.draft(row), int(got.accepted[row])) for row in range(len(ids))] == expected
+        for rid, row in zip(ids, expected):
+            draft = row[0]
+            truth = text[position[rid] : position[rid] + len(draft) + 1].tolist()
+            keep = 0
+            while keep < len(draft) and draft[keep] == truth[keep] and rng.random() < 0.9:
+                keep += 1
+            new[rid] = list(draft[:keep]) + [int(truth[keep]) if keep < len(truth) else 0]
+            position[rid] += keep + 1
+            sources.add((row[1], row[3]))
+            neural_steps += row[3]
+    _same_learning(batch, single)
+    assert len(sources) > 1  # the comparison saw more than one kind of draft
+    if config != "adaptive":
+        assert neural_steps > 0  # and steps that chose the neural part
