@@ -67,6 +67,16 @@ def score_bands(scores: np.ndarray, lengths: np.ndarray, asked: np.ndarray) -> n
     return bands + SCORE_BANDS * (lengths < asked)
 
 
+class _Drafted:
+    """A row's draft as the batch path keeps it for the next step: what ``draft_accepted`` reads."""
+
+    __slots__ = ("tokens",)
+    alternatives: tuple[tuple[int, ...], ...] = ()
+
+    def __init__(self, tokens: tuple[int, ...]) -> None:
+        self.tokens = tokens
+
+
 class CompositeProposer(Proposer):
     """Parts' lifecycle, request lengths, later-step scoring, pooled per-position statistics, and
     the step for the whole batch.
@@ -118,6 +128,7 @@ class CompositeProposer(Proposer):
         self._waiting = PendingTable(0, positions)
         self._pooled_drafted = np.zeros((tracks, BANDS, positions))
         self._pooled_accepted = np.zeros((tracks, BANDS, positions))
+        self._no_times = np.zeros((1, len(_KINDS), 1))
         self._step_count = np.zeros(1, dtype=np.int64)  # drafting steps, all requests: the exploration bonus grows with it
 
     @property
@@ -206,8 +217,12 @@ class CompositeProposer(Proposer):
             neural_tokens[ni, 0, : len(draft.tokens)] = draft.tokens
             neural_lengths[ni, 0] = len(draft.tokens)
             neural_sources[ni][0] = draft.source
-        out = self._finish(slots, chosen, tokens, lengths, neural_tokens, neural_lengths, limit)
-        return self._drafts(out, chosen[0], sources, neural_sources)[0]
+        out_tokens, out_lengths, out_scores, out_neural, continued_by = self._finish(
+            slots, chosen, tokens, lengths, neural_tokens, neural_lengths, limit
+        )
+        source = self._sources(chosen[0], continued_by, sources, neural_sources)[0]
+        drafted = tuple(out_tokens[0, : int(out_lengths[0])].tolist())
+        return Draft(drafted, source, float(out_scores[0]), needs_neural=bool(out_neural[0]))
 
     # ---------------------------------------------------------------- the whole batch
     def _step_batch(self, step: BatchStep) -> BatchDrafts:
@@ -259,12 +274,13 @@ class CompositeProposer(Proposer):
         out = self._finish(slots, chosen, tokens, lengths, neural_tokens, neural_lengths, width)
         for request_id, last, count in observed:  # as extend() does, once the tokens are in
             self._observe(request_id, last, count)
-        drafts = self._drafts(out, choice, sources, neural_sources)
+        out_tokens, out_lengths, out_scores, out_neural, continued_by = out
+        drafted, counts = out_tokens.tolist(), out_lengths.tolist()
         for row, limit in enumerate(step.limits.tolist()):
-            if limit > 0:
-                pending[ids[row]] = drafts[row]
-        out_tokens, out_lengths, out_scores, out_neural, _ = out
-        return BatchDrafts(out_tokens, out_lengths, accepted, [draft.source for draft in drafts], out_scores, out_neural)
+            if limit > 0:  # what the next step's acceptance count reads of the draft (a Draft costs more)
+                pending[ids[row]] = _Drafted(tuple(drafted[row][: counts[row]]))
+        sources_of_rows = self._sources(choice, continued_by, sources, neural_sources)
+        return BatchDrafts(out_tokens, out_lengths, accepted, sources_of_rows, out_scores, out_neural)
 
     # ---------------------------------------------------------------- the kernels' arguments
     def _lookup_arrays(self, rows: int, limits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -288,7 +304,10 @@ class CompositeProposer(Proposer):
         if rows:  # room for what this step may add per row: each lookup's draft, a neural one, a confirmed one
             waiting.make_room(int(waiting.count[slots].max()) + len(self.choosing.lookups) + 2)
         longest = np.array([self._neural_longest(index) for index in self.choosing.neurals], dtype=np.int64)
-        times = self._step_times(self._lengths[slots] + (offsets[1:] - offsets[:-1]) * extended)
+        if limits.any():
+            times = self._step_times(self._lengths[slots] + (offsets[1:] - offsets[:-1]) * extended)
+        else:  # only new tokens: nothing to price
+            times = self._no_times
         choice = np.empty(rows, dtype=np.int64)
         cut = np.zeros(rows, dtype=np.int64)
         asked = np.zeros(rows, dtype=np.int64)
@@ -326,24 +345,24 @@ class CompositeProposer(Proposer):
         out_neural[choice == _choice.NOT_DRAFTED] = True  # as empty_draft()
         return out[:, :width], out_lengths, out_scores, out_neural, continued_by
 
-    def _drafts(
-        self, out: tuple[np.ndarray, ...], choice: np.ndarray, sources: Sequence[Sequence[str]],
+    def _sources(
+        self, choice: np.ndarray, continued_by: np.ndarray, sources: Sequence[Sequence[str]],
         neural_sources: Sequence[Sequence[str]],
-    ) -> list[Draft]:
-        tokens, lengths, scores, needs_neural, continued_by = (array.tolist() for array in out)
+    ) -> list[str]:
+        """Each row's ``Draft.source``: the chosen part's, ``neural+lookup`` where a lookup continued
+        a neural draft, the composite's name for no draft."""
         lookups, name = len(sources), self.name
-        drafts = []
-        for row, chosen in enumerate(choice.tolist()):
+        out = []
+        for row, (chosen, lookup) in enumerate(zip(choice.tolist(), continued_by.tolist())):
             if chosen < 0:
-                source = name
+                out.append(name)
             elif chosen < lookups:
-                source = sources[chosen][row]
-            elif continued_by[row] >= 0:
-                source = f"{neural_sources[chosen - lookups][row]}+{sources[continued_by[row]][row]}"
+                out.append(sources[chosen][row])
+            elif lookup >= 0:
+                out.append(f"{neural_sources[chosen - lookups][row]}+{sources[lookup][row]}")
             else:
-                source = neural_sources[chosen - lookups][row]
-            drafts.append(Draft(tuple(tokens[row][: lengths[row]]), source, scores[row], needs_neural=needs_neural[row]))
-        return drafts
+                out.append(neural_sources[chosen - lookups][row])
+        return out
 
     def _neural_longest(self, index: int) -> int:
         """The most tokens neural part ``index`` is asked for (0: the step's limit)."""
