@@ -61,9 +61,9 @@ class Choosing:
 
 def score_bands(scores: np.ndarray, lengths: np.ndarray, asked: np.ndarray) -> np.ndarray:
     """The statistics band of each draft (``_parts.score_band`` for a batch; NaN: no score)."""
-    positive = np.maximum(np.nan_to_num(scores, nan=0.0), 0.0)
+    positive = np.fmax(scores, 0.0)  # fmax: NaN (no score) gives 0
     bands = np.minimum(1 + (_BANDS_PER_DOUBLING * np.log2(1.0 + positive)).astype(np.int64), SCORE_BANDS - 1)
-    bands[np.isnan(scores)] = 0
+    bands = np.where(np.isnan(scores), 0, bands)
     return bands + SCORE_BANDS * (lengths < asked)
 
 
