@@ -9,8 +9,7 @@ and :func:`finish_rows` turns every row's choice into its draft: the neural draf
 an agreeing lookup's, or the lookup's cut. The per-request path runs the same two kernels with
 one row: the batch and per-request paths share one implementation.
 
-Every number is computed as the numpy expressions of :mod:`specplug.proposers._parts` compute
-it (sequential cumulative sums and products, numpy's pairwise ``sum``), so that drafts do not
+Every number is computed as numpy computed it before these kernels (sequential cumulative sums and products, numpy's pairwise ``sum``), so that drafts do not
 depend on the path.
 """
 
@@ -24,7 +23,7 @@ from numba import njit
 from specplug.proposers._pending import add_pending, score_pending
 
 __all__ = [
-    "EMPTY", "KIND_LOOKUP", "KIND_LOOKUP_NEURAL", "KIND_NEURAL", "KIND_PLAIN", "NOT_DRAFTED", "choose_rows",
+    "EMPTY", "chained_estimate", "KIND_LOOKUP", "KIND_LOOKUP_NEURAL", "KIND_NEURAL", "KIND_PLAIN", "NOT_DRAFTED", "choose_rows",
     "finish_rows",
 ]  # fmt: skip
 
@@ -124,8 +123,9 @@ def _expected(accepted: np.ndarray, count: int, scratch: np.ndarray) -> float:  
 
 @njit(cache=True)
 def _best_cut(accepted: np.ndarray, count: int, times: np.ndarray) -> tuple[float, int, float]:  # pragma: no cover
-    # _parts.best_cut: (rate, k, expected) of the cut with the most expected tokens per second,
-    # a draft of k tokens taking times[k] (times[0]: no draft)
+    # (rate, k, expected) of the cut with the most expected tokens per second, a draft of k tokens
+    # taking times[k] (times[0]: no draft): positions accepted with probabilities ``accepted``
+    # (each given the ones before) give E(k) = sum_{j<=k} prod_{i<=j} p_i, the rate (1 + E(k)) / times[k]
     if count == 0:
         return 0.0, 0, 0.0
     product = total = 0.0
@@ -140,11 +140,12 @@ def _best_cut(accepted: np.ndarray, count: int, times: np.ndarray) -> tuple[floa
 
 
 @njit(cache=True)
-def _estimate(
+def chained_estimate(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
     prior: float, weight: float, out: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    # _parts.estimate with a scalar prior: pooled positions chained, the request's shrunk to them
+    """Acceptance per position (into ``out``): pooled, each position shrunk towards the estimate of
+    the one before it (the first towards ``prior``), the request's counts shrunk towards those."""
     previous = prior
     for j in range(len(drafted)):
         previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
@@ -168,7 +169,7 @@ def _hopeful(
     prior: float, weight: float, explore: float, steps: int, out: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     # a neural part's estimate plus its exploration bonus, at most 1 (it is observed only when called)
-    _estimate(own_drafted, own_accepted, drafted, accepted, prior, weight, out)
+    chained_estimate(own_drafted, own_accepted, drafted, accepted, prior, weight, out)
     grown = math.log1p(float(steps))
     for j in range(len(drafted)):
         out[j] = min(out[j] + explore * math.sqrt(grown / (drafted[j] + weight)), 1.0)
@@ -226,7 +227,7 @@ def choose_rows(
             drafted_any = drafted_any or n > 0
         if not by_cost:  # the hybrid without a cost model: expected accepted tokens, lookup against neural
             track, band, n = lookup_tracks[0], lookup_bands[0, row], lookup_lengths[0, row]
-            _estimate(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
+            chained_estimate(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
                       prior, weight, p_lookup)
             track = neural_tracks[0]
             _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
@@ -252,7 +253,7 @@ def choose_rows(
             if n == 0:
                 continue
             track, band = lookup_tracks[li], lookup_bands[li, row]
-            _estimate(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
+            chained_estimate(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
                       prior, weight, p_lookup)
             rate, k, value = _best_cut(p_lookup, n, step_times[ran])
             if rate > best_rate:
@@ -270,7 +271,7 @@ def choose_rows(
             continue
         track = neural_tracks[neural]
         longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
-        _estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
+        chained_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
                   prior, weight, p_neural)
         rate, k, value = _best_cut(p_neural, longest, step_times[with_neural])
         # probing, the part drafts all it can and the tokens past the cut are scored too
@@ -286,7 +287,7 @@ def choose_rows(
             if n == 0:
                 continue
             lookup_track, band = lookup_tracks[li], lookup_bands[li, row]
-            _estimate(own_d[lookup_track, band], own_a[lookup_track, band], pooled_drafted[lookup_track, band],
+            chained_estimate(own_d[lookup_track, band], own_a[lookup_track, band], pooled_drafted[lookup_track, band],
                       pooled_accepted[lookup_track, band], prior, weight, p_lookup)
             for j in range(positions):
                 towards[j] = max(p_lookup[j], p_neural[j])

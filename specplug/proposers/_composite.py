@@ -28,12 +28,11 @@ from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestI
 from specplug._cost._linear import CostModel, LinearCostModel
 from specplug._cost._steps import _draft_coefficients, _verify_coefficients, spec_step_times
 from specplug.proposers import _choice
-from specplug.proposers._parts import BANDS, SCORE_BANDS, PositionStats, checked_batch_size, estimate, optimism
+from specplug.proposers._parts import BANDS, PositionStats, checked_batch_size, estimate, optimism, score_bands
 from specplug.proposers._pending import PendingTable
 
-__all__ = ["Choosing", "CompositeProposer", "score_bands"]
+__all__ = ["Choosing", "CompositeProposer"]
 
-_BANDS_PER_DOUBLING = 1.5
 #: the drafters of a step, by the step-time table's rows (_choice.KIND_*)
 _KINDS: tuple[tuple[str, ...], ...] = ((), ("lookup",), ("neural",), ("lookup", "neural"))
 
@@ -57,14 +56,6 @@ class Choosing:
     min_gain: float = 0.0
     margin: float = 0.0
     continue_with_lookup: bool = True
-
-
-def score_bands(scores: np.ndarray, lengths: np.ndarray, asked: np.ndarray) -> np.ndarray:
-    """The statistics band of each draft (``_parts.score_band`` for a batch; NaN: no score)."""
-    positive = np.fmax(scores, 0.0)  # fmax: NaN (no score) gives 0
-    bands = np.minimum(1 + (_BANDS_PER_DOUBLING * np.log2(1.0 + positive)).astype(np.int64), SCORE_BANDS - 1)
-    bands = np.where(np.isnan(scores), 0, bands)
-    return bands + SCORE_BANDS * (lengths < asked)
 
 
 class _Drafted:

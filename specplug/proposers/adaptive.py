@@ -17,7 +17,7 @@ drafted. A lookup that scores its drafts (``Draft.score``, e.g. suffix decoding'
 accepted tokens) has its statistics kept per score band, so a long, often-seen match is
 trusted more than a two-token guess, and apart for drafts it ended sooner than asked.
 
-The choice itself is the composite base's ``choose_by_cost``, the one the cost-aware hybrid
+The choice itself is the composite base's (``_choice.choose_rows``), the one the cost-aware hybrid
 makes (given the hybrid's two parts and options, adaptive drafts what it drafts): a neural
 draft that a lookup's longer draft continues is extended ("confirmed" drafts, with statistics
 of their own), a position a drafter is seldom asked for leans on the positions before it, and

@@ -25,7 +25,8 @@ empty one are both goodput decisions: the hybrid never drops a draft that its es
 would pay. Without a cost model it compares expected accepted tokens, as above, and always
 drafts when a part has a draft.
 
-The cost-aware choice is the composite base's ``choose_by_cost``, shared with ``adaptive``.
+The cost-aware choice is the composite base's (``_choice.choose_rows``), shared with ``adaptive``;
+the base also runs the step for a whole batch at once (one kernel call for every row's choice).
 
 Both parts see every request's tokens (``start``/``extend``/``stop`` go to both), so each
 learns as if it drafted alone. Every draft a part makes is scored against the tokens
