@@ -17,7 +17,7 @@ from specplug._errors import InvalidOptionError
 from specplug.proposers._choice import chained_estimate
 
 __all__ = [
-    "BANDS", "SCORE_BANDS", "PositionStats", "checked_batch_size", "estimate", "optimism", "resolved", "score_bands",
+    "BANDS", "SCORE_BANDS", "PositionStats", "checked_batch_size", "estimate", "optimism", "resolved", "score_band", "score_bands",
 ]  # fmt: skip
 
 
@@ -57,6 +57,16 @@ def score_bands(scores: np.ndarray, lengths: np.ndarray, asked: np.ndarray) -> n
     bands = np.minimum(1 + (_BANDS_PER_DOUBLING * np.log2(1.0 + positive)).astype(np.int64), SCORE_BANDS - 1)
     bands = np.where(np.isnan(scores), 0, bands)
     return bands + SCORE_BANDS * (lengths < asked)
+
+
+def score_band(score: float | None, length: int, asked: int) -> int:
+    """The band of one draft (:func:`score_bands` of one row; None: no score).
+
+    >>> score_band(None, 8, 8), score_band(0.5, 8, 8), score_band(5.0, 4, 8)
+    (0, 1, 10)
+    """
+    scores = np.array([np.nan if score is None else score])
+    return int(score_bands(scores, np.array([length]), np.array(asked))[0])
 
 
 @dataclass
