@@ -24,7 +24,7 @@ from specplug.proposers._pending import add_pending, score_pending
 
 __all__ = [
     "EMPTY", "chained_estimate", "KIND_LOOKUP", "KIND_LOOKUP_NEURAL", "KIND_NEURAL", "KIND_PLAIN", "NOT_DRAFTED", "choose_rows",
-    "finish_rows",
+    "finish_rows", "score_row",
 ]  # fmt: skip
 
 #: rows of a step-time table [row, kinds, draft length]: the drafters a step ran
@@ -173,6 +173,20 @@ def _hopeful(
     grown = math.log1p(float(steps))
     for j in range(len(drafted)):
         out[j] = min(out[j] + explore * math.sqrt(grown / (drafted[j] + weight)), 1.0)
+
+
+@njit(cache=True)
+def score_row(
+    slot: int, new_tokens: np.ndarray, lengths: np.ndarray, own_drafted: np.ndarray, own_accepted: np.ndarray,
+    pooled_drafted: np.ndarray, pooled_accepted: np.ndarray, meta: np.ndarray, waiting: np.ndarray, count: np.ndarray,
+    decay: float,
+) -> None:  # pragma: no cover - compiled
+    """What :func:`choose_rows` does for a row that gains tokens and drafts nothing (``extend``)."""
+    score_pending(
+        slot, new_tokens, 0, len(new_tokens), lengths[slot], meta, waiting, count,
+        own_drafted[slot], own_accepted[slot], pooled_drafted, pooled_accepted, decay,
+    )
+    lengths[slot] += len(new_tokens)
 
 
 @njit(cache=True)

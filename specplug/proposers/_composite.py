@@ -174,10 +174,11 @@ class CompositeProposer(Proposer):
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
         for part in self.parts:
             part.extend(request_id, tokens)
-        slots = np.array([self._slot[request_id]], dtype=np.int64)
-        offsets = np.array([0, len(tokens)], dtype=np.int64)
-        none = np.zeros((len(self._lookup_tracks), 1, self.positions), dtype=np.int64)
-        self._choose(slots, tokens, offsets, np.ones(1, dtype=np.bool_), np.zeros(1, dtype=np.int64), none, none[:, :, 0], none[:, :, 0])
+        waiting = self._waiting
+        _choice.score_row(
+            self._slot[request_id], tokens, self._lengths, self._own_drafted, self._own_accepted,
+            self._pooled_drafted, self._pooled_accepted, waiting.meta, waiting.tokens, waiting.count, self._decay,
+        )  # fmt: skip
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         limit = min(max_tokens, self.positions)
