@@ -147,7 +147,7 @@ def test_unresolved_drafts_are_bounded_in_memory_and_in_the_next_extends_time(me
         grown = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert len(proposer._requests["r"].pending._drafts) <= MAX_WAITING
+    assert proposer._waiting.count[proposer._slot["r"]] <= MAX_WAITING
     assert grown < 256 * 1024  # before the bound: 5,000 drafts held, over 1 MiB
     started = time.perf_counter()
     proposer.extend("r", [1, 2, 3])
