@@ -5,6 +5,10 @@ NGRAM, and specplug's algorithms, in interleaved rounds of one run.
     python scripts/gpu_check_sglang.py --model Qwen/Qwen3-0.6B                    # a GPU machine
     nice .venv-sglang/bin/python scripts/gpu_check_sglang.py --device cpu \\
         --model .models/smollm2-135m-fp32 --prompts 2 --tokens 64 --rounds 3      # this CPU (test harness)
+    python scripts/gpu_check_sglang.py --model meta-llama/Llama-3.1-8B-Instruct \\
+        --eagle-head yuhuili/EAGLE-LLaMA3.1-Instruct-8B --only EAGLE SPECPLUG_HYBRID_EAGLE --width 4
+    python scripts/gpu_check_sglang.py --model Qwen/Qwen3-8B --eagle-head AngelSlim/Qwen3-8B_eagle3 \\
+        --eagle3 --only EAGLE SPECPLUG_HYBRID_EAGLE --width 4                      # an EAGLE-3 head
 
 The prompts are the first user turns of the shipped code-edit prompt set (specplug.lab). Each
 configuration is one ``python -m sglang.launch_server`` started once (engine starts are slow) and
@@ -18,6 +22,13 @@ verify step) and
 whether every output equals the plain run token for token. ``--device cpu`` puts
 tests/sglang/harness (test code: a stand-in sgl_kernel and the torch-native TARGET_VERIFY branch)
 on the servers' path. Exit status 1 when an output differs; 2 when SGLang is missing.
+
+With ``--eagle-head PATH`` (an EAGLE/EAGLE-3 head, or an MTP model's own path) two more
+configurations run: SGLang's ``EAGLE`` (``EAGLE3`` with ``--eagle3``) and specplug's hybrid over
+it, ``SPECPLUG_HYBRID_EAGLE`` (``_EAGLE3``), both as chains of ``--width - 1`` head steps. The
+hybrid's own counters (drafts by source, ``overlaid_rows``: rows where the lookup's chain went to
+verify in the head's place, faults) are printed from its stats file; exit status 1 also when the
+overlay never ran, never overlaid a row, or faulted.
 """
 
 from __future__ import annotations
@@ -44,6 +55,16 @@ CONFIGS = {
     "SPECPLUG_ADAPTIVE": ["--speculative-algorithm", "SPECPLUG_ADAPTIVE"],
 }
 STARTUP_S = 600
+#: the configurations on an EAGLE head (--eagle-head): SGLang's EAGLE, and the hybrid overlaid on it
+EAGLE_LABELS = ("EAGLE", "SPECPLUG_HYBRID_EAGLE")
+
+
+def _eagle_configs(head: str, eagle3: bool, width: int) -> dict[str, list[str]]:
+    chain = ["--speculative-draft-model-path", head, "--speculative-eagle-topk", "1",
+             "--speculative-num-steps", str(width - 1)]
+    suffix = "3" if eagle3 else ""
+    return {"EAGLE": ["--speculative-algorithm", "EAGLE" + suffix, *chain],
+            "SPECPLUG_HYBRID_EAGLE": ["--speculative-algorithm", "SPECPLUG_HYBRID_EAGLE" + suffix, *chain]}
 
 
 def _prompts(model: str, count: int) -> list[str]:
@@ -81,14 +102,16 @@ def _post(port: int, payload: dict) -> dict:
 class Server:
     """One ``launch_server`` of one configuration, kept for every round."""
 
-    def __init__(self, label: str, flags: list[str], model: str, device: str, width: int) -> None:
+    def __init__(self, label: str, flags: list[str], model: str, device: str, width: int,
+                 env: dict[str, str] | None = None) -> None:
         self.label = label
         self.port = _port()
         spec = ["--speculative-num-draft-tokens", str(width)] if flags else []
         command = [sys.executable, "-m", "sglang.launch_server", "--model-path", model, "--port", str(self.port),
                    *flags, *spec, *_server_flags(device)]
         self.log = tempfile.NamedTemporaryFile("w+", prefix="sglang-bench-", suffix=".log", delete=False)
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, env=dict(os.environ))
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT,
+                                        env={**os.environ, **(env or {})})
 
     def wait(self) -> None:
         deadline = time.monotonic() + STARTUP_S
@@ -144,7 +167,10 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--width", type=int, default=8, help="--speculative-num-draft-tokens")
-    parser.add_argument("--only", nargs="*", choices=list(CONFIGS), help="configurations to run (plain always runs)")
+    parser.add_argument("--only", nargs="*", choices=[*CONFIGS, *EAGLE_LABELS],
+                        help="configurations to run (plain always runs)")
+    parser.add_argument("--eagle-head", help="an EAGLE head (or an MTP model's own path): adds EAGLE and the hybrid over it")
+    parser.add_argument("--eagle3", action="store_true", help="the head is an EAGLE-3 head")
     parser.add_argument("--json", type=Path, help="also write every round's figures here")
     args = parser.parse_args()
     if args.device == "cpu":
@@ -161,12 +187,21 @@ def main() -> int:
         print(f"--prompts {args.prompts} x --rounds {args.rounds} needs {args.prompts * args.rounds} prompts; "
               f"the code-edit set has {len(prompts)}", file=sys.stderr)
         return 2
-    labels = ["plain", *[label for label in CONFIGS if label != "plain" and (not args.only or label in args.only)]]
+    configs = dict(CONFIGS)
+    if args.eagle_head:
+        configs.update(_eagle_configs(args.eagle_head, args.eagle3, args.width))
+    elif args.only and set(args.only) & set(EAGLE_LABELS):
+        print(f"{' and '.join(EAGLE_LABELS)} need --eagle-head", file=sys.stderr)
+        return 2
+    labels = ["plain", *[label for label in configs if label != "plain" and (not args.only or label in args.only)]]
+    stats_dir = Path(tempfile.mkdtemp(prefix="specplug-sglang-stats-"))
     servers: list[Server] = []
     rounds: list[dict[str, dict]] = []
     try:
         for label in labels:  # one at a time: starts compete for the CPU
-            server = Server(label, CONFIGS[label], args.model, args.device, args.width)
+            env = {"SPECPLUG_SGLANG_STATS_FILE": str(stats_dir / f"{label}-{{pid}}.json"),
+                   "SPECPLUG_SGLANG_STATS_INTERVAL": "0"}
+            server = Server(label, configs[label], args.model, args.device, args.width, env)
             servers.append(server)
             server.wait()
             server.run(prompts[:1], 8)  # warm-up
@@ -193,11 +228,32 @@ def main() -> int:
         per_step = f"{sum(result[label]['generated'] for result in rounds) / steps:.2f}" if steps else "-"
         print(f"{label:<24}{statistics.median(tps):>8.2f}{statistics.median(ratios):>8.2f}x"
               f"{f'({min(ratios):.2f}-{max(ratios):.2f})':>14}{accepted:>15}{per_step:>10}  {'identical' if same else 'DIFFERS'}")
+    if "SPECPLUG_HYBRID_EAGLE" in labels:
+        status |= _report_overlay(stats_dir)
     if args.json:
         from specplug._outputs import write_text_atomic
 
         write_text_atomic(args.json, json.dumps([{label: {k: v for k, v in result.items() if k != "texts"}
                                                   for label, result in results.items()} for results in rounds], indent=1))
+    return status
+
+
+def _report_overlay(stats_dir: Path) -> int:
+    """The hybrid overlay's counters from its scheduler's stats file; 1 when it never overlaid a row or faulted."""
+    files = sorted(stats_dir.glob("SPECPLUG_HYBRID_EAGLE-*.json"))
+    if not files:
+        print("SPECPLUG_HYBRID_EAGLE wrote no stats: the overlay never ran", file=sys.stderr)
+        return 1
+    status = 0
+    for path in files:
+        counters = json.loads(path.read_text())["counters"]
+        print(f"SPECPLUG_HYBRID_EAGLE counters ({path.name}): " + ", ".join(f"{k} {v}" for k, v in sorted(counters.items())))
+        if not counters.get("overlaid_rows") or not any(k.startswith("drafts.eagle") for k in counters):
+            print("the overlay never put a lookup chain in the head's place, or never saw the head's drafts", file=sys.stderr)
+            status = 1
+        if counters.get("faults"):
+            print(f"the overlay faulted {counters['faults']} times", file=sys.stderr)
+            status = 1
     return status
 
 

@@ -9,8 +9,10 @@ With specplug installed next to SGLang, its general plugin (:func:`register`, en
     sglang.Engine(model_path=MODEL, speculative_algorithm="SPECPLUG_NGRAM")
 
 The algorithms run on SGLang's n-gram verify path (:class:`SpecplugSpecAlgo`), drafting with
-:class:`SpecplugWorker`; the request lifecycle, fault isolation and counters are the engine
-layer's (:mod:`specplug.engine`). Importing this package imports no SGLang.
+:class:`SpecplugWorker`; a method that composes the model's own drafter (``hybrid``) also runs
+over SGLang's EAGLE worker as ``SPECPLUG_HYBRID_EAGLE``/``_EAGLE3`` (:class:`SpecplugEagleWorker`,
+its lookup drafts overlaid on the head's by :class:`EagleOverlay`); the request lifecycle,
+fault isolation and counters are the engine layer's (:mod:`specplug.engine`). Importing this package imports no SGLang.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from specplug_adapters.sglang._config import (
     STATS_FILE_ENV,
     STATS_INTERVAL_ENV,
     algorithm_names,
+    check_eagle_options,
     check_options,
+    eagle_algorithm_names,
     method_of,
     read_options,
     read_stats_settings,
@@ -35,7 +39,8 @@ from specplug_adapters.sglang._plugin import DISABLE_ENV, register, registered
 from specplug_adapters.sglang._trees import PAD_TOKEN, draft_trees
 
 if TYPE_CHECKING:
-    from specplug_adapters.sglang._spec import SpecplugSpecAlgo
+    from specplug_adapters.sglang._eagle import EagleOverlay, SpecplugEagleWorker
+    from specplug_adapters.sglang._spec import SpecplugEagle3SpecAlgo, SpecplugEagleSpecAlgo, SpecplugSpecAlgo
     from specplug_adapters.sglang._worker import SpecplugWorker
 
 __all__ = [
@@ -48,10 +53,16 @@ __all__ = [
     "STATS_FILE_ENV",
     "STATS_INTERVAL_ENV",
     "TESTED_SGLANG",
+    "EagleOverlay",
+    "SpecplugEagle3SpecAlgo",
+    "SpecplugEagleSpecAlgo",
+    "SpecplugEagleWorker",
     "SpecplugSpecAlgo",
     "SpecplugWorker",
     "algorithm_names",
+    "check_eagle_options",
     "check_options",
+    "eagle_algorithm_names",
     "draft_trees",
     "installed_sglang_version",
     "method_of",
@@ -63,6 +74,10 @@ __all__ = [
 ]
 
 _LAZY = {
+    "EagleOverlay": "specplug_adapters.sglang._eagle",
+    "SpecplugEagle3SpecAlgo": "specplug_adapters.sglang._spec",
+    "SpecplugEagleSpecAlgo": "specplug_adapters.sglang._spec",
+    "SpecplugEagleWorker": "specplug_adapters.sglang._eagle",
     "SpecplugSpecAlgo": "specplug_adapters.sglang._spec",
     "SpecplugWorker": "specplug_adapters.sglang._worker",
 }

@@ -18,7 +18,7 @@ from typing import Any
 
 import specplug
 from specplug import InvalidOptionError, UnknownMethodError
-from specplug.engine import capabilities_of, create_for_engine
+from specplug.engine import capabilities_of, create_for_engine, methods_composing_engine_drafter
 
 __all__ = [
     "DEFAULT_NUM_DRAFT_TOKENS",
@@ -28,8 +28,11 @@ __all__ = [
     "STATS_FILE_ENV",
     "STATS_INTERVAL_ENV",
     "algorithm_names",
+    "check_eagle_options",
     "check_options",
+    "create_overlay_method",
     "create_proposer",
+    "eagle_algorithm_names",
     "method_of",
     "read_options",
     "read_stats_settings",
@@ -65,6 +68,57 @@ def algorithm_names() -> dict[str, str]:
     'suffix'
     """
     return {_algorithm(method): method for method in sorted(specplug.method_specs())}
+
+
+def eagle_algorithm_names() -> dict[str, tuple[str, bool]]:
+    """Every overlay algorithm name -> (the composing method, whether the head is EAGLE-3), sorted by name.
+
+    A method that composes the engine's own drafter (``hybrid``, or a plugin's composite) runs
+    over SGLang's EAGLE worker as ``SPECPLUG_<METHOD>_EAGLE`` (EAGLE-1 heads and MTP layers) and
+    ``SPECPLUG_<METHOD>_EAGLE3`` (EAGLE-3 heads).
+
+    >>> eagle_algorithm_names()["SPECPLUG_HYBRID_EAGLE3"]
+    ('hybrid', True)
+    """
+    names: dict[str, tuple[str, bool]] = {}
+    for method in methods_composing_engine_drafter():
+        names[_algorithm(method) + "_EAGLE"] = (method, False)
+        names[_algorithm(method) + "_EAGLE3"] = (method, True)
+    return dict(sorted(names.items()))
+
+
+def create_overlay_method(method: str, options: Mapping[str, Any], engine_drafter: specplug.Proposer) -> specplug.Proposer:
+    """The composing method an EAGLE overlay runs, with SGLang's EAGLE drafts as its engine drafter."""
+    return create_for_engine(method, options, engine_drafter=engine_drafter, engine="SGLang's EAGLE worker")
+
+
+def check_eagle_options(algorithm: str, options: Mapping[str, Any], server_args: Any) -> None:
+    """Refuse a bad overlay algorithm, option or EAGLE setting before SGLang starts a process (one-line errors)."""
+    names = eagle_algorithm_names()
+    key = algorithm.upper() if isinstance(algorithm, str) else None
+    if key not in names:
+        raise UnknownMethodError(algorithm, sorted(names))
+    if not getattr(server_args, "speculative_draft_model_path", None):
+        raise InvalidOptionError(
+            f"{key} overlays lookup drafts on an EAGLE head or MTP layers; give the head with "
+            "--speculative-draft-model-path (for an MTP model, the model's own path)"
+        )
+    topk = getattr(server_args, "speculative_eagle_topk", None)
+    if topk not in (None, 1):
+        raise InvalidOptionError(
+            f"--speculative-eagle-topk = {topk!r} is not valid for {key}; it must be 1 "
+            "(the overlay writes its drafts over EAGLE's chain)"
+        )
+    if getattr(server_args, "speculative_use_rejection_sampling", False):
+        raise InvalidOptionError(
+            f"--speculative-use-rejection-sampling is not valid for {key}: the overlay's lookup drafts carry "
+            "no draft probabilities; leave it off (SGLang then verifies against the target alone)"
+        )
+    read_stats_settings()
+    # creating it once checks every option the way the worker will
+    from specplug.engine import EngineDrafts
+
+    create_overlay_method(names[key][0], options, EngineDrafts("eagle"))
 
 
 def method_of(algorithm: object) -> str:

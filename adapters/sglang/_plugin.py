@@ -1,5 +1,9 @@
 """SGLang's general plugin: one SPECPLUG_* speculative algorithm per specplug method.
 
+Each method is ``SPECPLUG_<METHOD>`` on SGLang's n-gram verify path; a method that composes the
+engine's own drafter (``hybrid``) is also ``SPECPLUG_<METHOD>_EAGLE`` and ``..._EAGLE3``, the
+overlay on SGLang's EAGLE worker.
+
 SGLang runs every ``sglang.srt.plugins`` entry point before it parses arguments and again in
 each scheduler process, so :func:`register` is idempotent, and it never raises into SGLang:
 a name it cannot register is logged and skipped. ``SPECPLUG_SGLANG_PLUGIN=0`` switches it off
@@ -14,7 +18,7 @@ import threading
 from typing import Any
 
 from specplug_adapters.sglang._compat import installed_sglang_version, version_problem
-from specplug_adapters.sglang._config import LOGGER_NAME, algorithm_names
+from specplug_adapters.sglang._config import LOGGER_NAME, algorithm_names, eagle_algorithm_names
 
 __all__ = ["DISABLE_ENV", "register", "registered"]
 #: set to 0/false/off/no to keep the plugin from registering anything
@@ -40,7 +44,13 @@ def register() -> None:
             from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
             from sglang.srt.speculative.spec_registry import get_spec
 
-            from specplug_adapters.sglang._spec import SpecplugSpecAlgo, validate_server_args
+            from specplug_adapters.sglang._spec import (
+                SpecplugEagle3SpecAlgo,
+                SpecplugEagleSpecAlgo,
+                SpecplugSpecAlgo,
+                validate_eagle_server_args,
+                validate_server_args,
+            )
         except Exception:  # noqa: BLE001 - a plugin that raises here stops SGLang itself
             log.error("specplug: SGLang's speculative registry does not import; no SPECPLUG_* algorithm", exc_info=True)
             return
@@ -48,7 +58,11 @@ def register() -> None:
             problem = version_problem(installed_sglang_version())
             if problem:
                 log.warning("specplug: %s", problem)
-        for name in algorithm_names():
+        algorithms = {name: (SpecplugSpecAlgo, validate_server_args, _worker_factory) for name in algorithm_names()}
+        for name, (_, eagle3) in eagle_algorithm_names().items():
+            spec_class = SpecplugEagle3SpecAlgo if eagle3 else SpecplugEagleSpecAlgo
+            algorithms[name] = (spec_class, validate_eagle_server_args, _eagle_worker_factory)
+        for name, (spec_class, validate, factory) in algorithms.items():
             if name in _registered:
                 continue
             if get_spec(name) is not None:  # registered by an earlier copy of this plugin (a reload)
@@ -56,11 +70,8 @@ def register() -> None:
                 continue
             try:
                 SpeculativeAlgorithm.register(
-                    name,
-                    supports_overlap=True,
-                    validate_server_args=validate_server_args,
-                    spec_class=SpecplugSpecAlgo,
-                )(_worker_factory)
+                    name, supports_overlap=True, validate_server_args=validate, spec_class=spec_class
+                )(factory)
                 _registered.add(name)
             except Exception:  # noqa: BLE001 - one bad name must not cost the others, nor SGLang
                 log.error("specplug: could not register %s with SGLang", name, exc_info=True)
@@ -71,3 +82,9 @@ def _worker_factory(server_args: Any) -> type:
     from specplug_adapters.sglang._worker import SpecplugWorker
 
     return SpecplugWorker
+
+
+def _eagle_worker_factory(server_args: Any) -> type:
+    from specplug_adapters.sglang._eagle import SpecplugEagleWorker
+
+    return SpecplugEagleWorker

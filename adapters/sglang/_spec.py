@@ -6,6 +6,10 @@ worker's verify path (a draft tree checked under a mask, no draft KV cache, no d
 so every NGRAM branch of the scheduler (the overlap relay of accepted tokens, the KV sizing,
 the disabled mixed chunk) is the right one. The places that compare the literal name "NGRAM"
 instead (the external-corpus API) stay NGRAM's own: specplug has no external corpus.
+
+The overlay algorithms (``SPECPLUG_<METHOD>_EAGLE``/``_EAGLE3``, a composing method over
+SGLang's EAGLE worker) answer as SGLang's EAGLE/EAGLE3 do (``is_eagle()`` true): SGLang's EAGLE
+worker, KV sizing and verify path run them (``SpecplugEagleSpecAlgo``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,15 @@ from sglang.srt.speculative.spec_registry import CustomSpecAlgo
 
 from specplug_adapters.sglang._config import DEFAULT_NUM_DRAFT_TOKENS, check_options, read_options
 
-__all__ = ["SpecplugSpecAlgo", "apply_defaults", "validate_server_args"]
+__all__ = [
+    "SpecplugEagle3SpecAlgo",
+    "SpecplugEagleSpecAlgo",
+    "SpecplugSpecAlgo",
+    "apply_defaults",
+    "apply_eagle_defaults",
+    "validate_eagle_server_args",
+    "validate_server_args",
+]
 
 #: the running-request cap SGLang's NGRAM sets when none is given (its verify buffers are sized by it)
 _DEFAULT_MAX_RUNNING_REQUESTS = 48
@@ -88,3 +100,73 @@ def validate_server_args(server_args: Any) -> None:
         server_args.speculative_num_draft_tokens,
         getattr(server_args, "speculative_ngram_max_bfs_breadth", 1),
     )
+
+
+#: the draft chain SGLang's EAGLE runs when no width is given (3 head steps, 4 verified tokens)
+_DEFAULT_EAGLE_STEPS = 3
+
+
+class SpecplugEagleSpecAlgo(CustomSpecAlgo):
+    """A SPECPLUG_<METHOD>_EAGLE algorithm: SGLang's EAGLE scheduler paths and worker, the overlay on its drafts."""
+
+    def is_eagle(self) -> bool:
+        return True
+
+    def has_draft_kv(self) -> bool:
+        return True  # the head keeps its KV, as SGLang's EAGLE
+
+    def carries_draft_hidden_states(self) -> bool:
+        return True
+
+    def need_topk(self) -> bool:
+        return True
+
+    def get_platform_worker_cls(self) -> type | None:
+        return None  # an out-of-tree platform's EAGLE worker would bypass the overlay
+
+    def create_future_map(
+        self,
+        device: Any,
+        req_to_token_pool: Any,
+        needs_cpu_seq_lens: bool = True,
+        needs_confidence_relay: bool = False,
+    ) -> Any:
+        from sglang.srt.managers.overlap_utils import FutureMap
+
+        return FutureMap(device, self, req_to_token_pool, needs_cpu_seq_lens, needs_confidence_relay)
+
+    def handle_server_args(self, server_args: Any) -> None:
+        apply_eagle_defaults(server_args)
+
+
+class SpecplugEagle3SpecAlgo(SpecplugEagleSpecAlgo):
+    """The same over an EAGLE-3 head (SGLang captures the target's auxiliary hidden states for it)."""
+
+    def is_eagle3(self) -> bool:
+        return True
+
+
+def apply_eagle_defaults(server_args: Any) -> None:
+    """What SGLang sets for its EAGLE, for a chain (top-k 1), with the overlap schedule off.
+
+    The overlay reads each request's history when the head has drafted; under the overlap
+    schedule the last step's accepted tokens are not in it yet, so the overlay runs with the
+    scheduler synchronous (as SGLang's EAGLE does on a CPU anyway).
+    """
+    if server_args.speculative_eagle_topk is None:
+        server_args.speculative_eagle_topk = 1
+    if server_args.speculative_num_steps is None:
+        given = server_args.speculative_num_draft_tokens
+        server_args.speculative_num_steps = given - 1 if given and given > 1 else _DEFAULT_EAGLE_STEPS
+    server_args.speculative_num_draft_tokens = server_args.speculative_num_steps + 1  # a chain: the root and each step
+    if server_args.max_running_requests is None:
+        server_args.max_running_requests = _DEFAULT_MAX_RUNNING_REQUESTS
+    server_args.enable_mixed_chunk = False
+    server_args.disable_overlap_schedule = True
+
+
+def validate_eagle_server_args(server_args: Any) -> None:
+    """SGLang's validation hook for the overlay algorithms: the method, its JSON options and the EAGLE settings."""
+    from specplug_adapters.sglang._config import check_eagle_options
+
+    check_eagle_options(server_args.speculative_algorithm, read_options(), server_args)

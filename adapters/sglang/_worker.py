@@ -64,6 +64,25 @@ class _History(Sequence[int]):
         return out
 
 
+def sync_requests(
+    drafting: EngineDrafting, seen: dict[Any, int], request_ids: Sequence[Any], histories: Sequence[_History]
+) -> tuple[list[Any], dict[Any, int]]:
+    """Bring ``drafting`` in step with this decode step's requests (None ids are left out of it).
+
+    ``seen`` holds each request's history length at its last step; a request extends by what
+    it gained since, a new one starts, one absent from the step stops. Returns the rows' ids
+    to draft for and the new ``seen``.
+    """
+    new_tokens: list[list[int]] = []
+    for request_id, history in zip(request_ids, histories):
+        known = seen.get(request_id)
+        start = known if known is not None and known < len(history) else len(history) - 1
+        new_tokens.append(history.tail(max(start, 0)) if len(history) else [])
+    lengths = [len(history) for history in histories]
+    rows = drafting.sync_batch(new_tokens, lengths, histories, list(request_ids))
+    return rows, {request_id: length for request_id, length in zip(request_ids, lengths) if request_id is not None}
+
+
 class _NoCorpus:
     """Stands where the n-gram worker keeps its C++ corpus: specplug's proposer learns through the sync."""
 
@@ -158,14 +177,7 @@ class SpecplugWorker(NGRAMWorker):
 
     def draft_branches(self, request_ids: Sequence[Any], histories: Sequence[_History]) -> list[list[tuple[int, ...]]]:
         """Per request, its drafts below the root: one branch for a chain, more for a tree, none for no draft."""
-        new_tokens: list[list[int]] = []
-        for request_id, history in zip(request_ids, histories):
-            seen = self._lengths.get(request_id)
-            start = seen if seen is not None and seen < len(history) else len(history) - 1
-            new_tokens.append(history.tail(max(start, 0)) if len(history) else [])
-        lengths = [len(history) for history in histories]
-        rows = self.drafting.sync_batch(new_tokens, lengths, histories, list(request_ids))
-        self._lengths = {request_id: length for request_id, length in zip(request_ids, lengths)}
+        rows, self._lengths = sync_requests(self.drafting, self._lengths, request_ids, histories)
         limit = self.draft_token_num - 1
         drafts = self.drafting.draft([(row, limit) for row in rows], batch_size=len(rows), max_branches=self.max_branches)
         return [list(draft.branches()) for draft in drafts]

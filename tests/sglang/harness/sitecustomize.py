@@ -1,7 +1,14 @@
 """TEST HARNESS: runs in every Python started with this folder on PYTHONPATH (SGLang's scheduler
-processes included) and adds, when SGLang's torch-native attention backend is imported, the
-TARGET_VERIFY branch it lacks (only SGLang's AMX backend has one): each request's draft tree
-attends to the request's whole prefix, then to the tree under its ancestor mask."""
+processes included) and completes SGLang's torch-native attention backend where only SGLang's
+AMX backend (AVX-512/AMX CPUs) serves speculative decoding:
+
+- when the torch-native backend is imported, the TARGET_VERIFY branch it lacks: each request's
+  draft tree attends to the request's whole prefix, then to the tree under its ancestor mask
+  (``n x n`` per request: the n-gram path's mask, and EAGLE's QLEN_ONLY mask on a CPU);
+- when SGLang's EAGLE draft-backend factory is imported, ``torch_native`` as a draft backend:
+  the draft extend runs on the plain torch-native backend, and the multi-step draft decode
+  (chains, ``topk`` 1) on one torch-native backend per step, step ``i`` seeing the prefix and
+  the ``i + 1`` draft tokens written so far."""
 
 from __future__ import annotations
 
@@ -10,10 +17,11 @@ import importlib.util
 import sys
 from typing import Any
 
-_TARGET = "sglang.srt.layers.attention.torch_native_backend"
+_TORCH_NATIVE = "sglang.srt.layers.attention.torch_native_backend"
+_DRAFT_UTILS = "sglang.srt.speculative.draft_utils"
 
 
-def _patch(module: Any) -> None:
+def _patch_torch_native(module: Any) -> None:
     import torch
     from torch.nn.functional import scaled_dot_product_attention
 
@@ -54,9 +62,65 @@ def _patch(module: Any) -> None:
     backend.forward_extend = forward_extend
 
 
+def _patch_draft_backends(module: Any) -> None:
+    factory = module.DraftBackendFactory
+    original = factory._create_backend
+    if getattr(original, "__specplug_harness__", False):
+        return
+
+    def _create_backend(self, backend_name, backend_map, error_template, stamps_children=False):
+        prefill, decode = module.attention_backends()
+        configured = decode if backend_name == "decode_attention_backend" else prefill
+        if (self.draft_attn_backend or configured) != "torch_native":
+            return original(self, backend_name, backend_map, error_template, stamps_children)
+        from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
+
+        if not stamps_children:  # the draft extend: a plain extend over the accepted tokens
+            backend = TorchNativeAttnBackend(self.draft_model_runner)
+        else:
+            if self.topk != 1:
+                raise NotImplementedError("test harness: the torch-native draft decode serves topk 1 (chains) only")
+            backend = _MultiStepDraft(TorchNativeAttnBackend, self.draft_model_runner, self.speculative_num_steps)
+        backend.prefill_attention_backend_str = backend.decode_attention_backend_str = "torch_native"
+        return backend
+
+    _create_backend.__specplug_harness__ = True
+    factory._create_backend = _create_backend
+
+
+class _MultiStepDraft:
+    """EAGLE's draft decode container: one backend per step, step ``i`` seeing ``seq_len + i + 1`` tokens."""
+
+    def __init__(self, backend_class: Any, runner: Any, num_steps: int) -> None:
+        class _Step(backend_class):
+            def __init__(self, runner: Any, step: int) -> None:
+                super().__init__(runner)
+                self.step = step
+
+            def forward_decode(self, q, k, v, layer, forward_batch, save_kv_cache=True):
+                seq_lens = forward_batch.seq_lens
+                forward_batch.seq_lens = seq_lens + self.step + 1  # the draft tokens so far are this step's keys
+                try:
+                    return super().forward_decode(q, k, v, layer, forward_batch, save_kv_cache)
+                finally:
+                    forward_batch.seq_lens = seq_lens
+
+        self.attn_backends = [_Step(runner, step) for step in range(num_steps - 1)]
+        self.topk = 1
+        self.speculative_num_steps = num_steps
+
+    def init_forward_metadata(self, forward_batch: Any) -> None:
+        for backend in self.attn_backends:
+            backend.init_forward_metadata(forward_batch)
+
+
+_PATCHES = {_TORCH_NATIVE: _patch_torch_native, _DRAFT_UTILS: _patch_draft_backends}
+
+
 class _AfterImport(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != _TARGET:
+        patch = _PATCHES.get(fullname)
+        if patch is None:
             return None
         sys.meta_path.remove(self)
         try:
@@ -70,7 +134,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
         def exec_module(module: Any) -> None:
             execute(module)
-            _patch(module)
+            patch(module)
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec

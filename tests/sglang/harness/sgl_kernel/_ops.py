@@ -112,3 +112,73 @@ def copy_all_layer_kv_cache_cpu(data_ptrs, strides, tgt_loc, src_loc):
         rows = [(pointer + int(t) * stride, ctypes.string_at(pointer + int(s) * stride, stride)) for t, s in pairs]
         for address, data in rows:  # read every source before writing: targets may overlap sources
             ctypes.memmove(address, data, stride)
+
+
+# ---- the EAGLE path (tests/sglang/eagle): its draft-slot reads and its tree build ----------------
+
+
+def assign_draft_cache_locs_contiguous_cpu(req_pool_indices, req_to_token, seq_lens, out_cache_loc, pool_len, topk, num_cols):
+    """Each request's ``topk * num_cols`` KV locations from ``seq_lens`` on, packed per request in ``out_cache_loc``."""
+    width = topk * num_cols
+    for b in range(req_pool_indices.shape[0]):
+        start = int(seq_lens[b])
+        out_cache_loc[b * width : (b + 1) * width] = req_to_token[int(req_pool_indices[b]), start : start + width].to(
+            out_cache_loc.dtype
+        )
+
+
+def build_tree_kernel_efficient_cpu(
+    parent_list, top_scores_index, seq_lens, tree_mask, positions, retrieve_index, retrieve_next_token,
+    retrieve_next_sibling, topk, spec_steps, draft_token_num, tree_mask_mode,
+):
+    """EAGLE's draft tree from its top-k picks: per request, node 0 the root, node i the pick
+    ``top_scores_index[b, i-1]``, whose parent is the pick that produced it (``parent_list``).
+
+    Writes each node's ancestor row of the mask (the root, itself and its ancestors; mode 1
+    QLEN_ONLY: ``n x n`` per request, mode 0 FULL_MASK: ``n x (seq_len + n)`` per request, the
+    prefix columns left as the caller filled them), positions ``seq_len + depth``, and the
+    first-child / next-sibling links (children in ascending node order).
+    """
+    if int(tree_mask_mode) not in (0, 1):
+        raise NotImplementedError(f"sgl_kernel stand-in: tree mask mode {tree_mask_mode} is not implemented")
+    n = draft_token_num
+    for b in range(seq_lens.shape[0]):
+        seq_len = int(seq_lens[b])
+        picks = [int(x) for x in top_scores_index[b, : n - 1]]
+        parents = [int(x) for x in parent_list[b]] if parent_list.dim() > 1 and parent_list.shape[1] else []
+
+        def parent_node(node: int) -> int | None:
+            # node i >= 1 came from block picks[i-1] // topk: block 0 is the root's, block k the
+            # children of pick parents[k]; None when that parent was not picked (a detached node)
+            block = picks[node - 1] // topk
+            if block == 0:
+                return 0
+            wanted = parents[block]
+            return next((slot + 1 for slot, pick in enumerate(picks) if pick == wanted), None)
+
+        retrieve_index[b] = torch.arange(b * n, (b + 1) * n, dtype=retrieve_index.dtype)
+        for node in range(n - 1, 0, -1):  # backwards, so each parent's children end up in order
+            parent = parent_node(node)
+            if parent is None:
+                continue
+            first = int(retrieve_next_token[b, parent])
+            retrieve_next_token[b, parent] = node
+            if first != -1:
+                retrieve_next_sibling[b, node] = first
+        prefix_sum = int(seq_lens[:b].sum())
+        for node in range(n):
+            columns = [0]
+            depth = 0
+            current = node
+            while current not in (0, None) and depth < spec_steps:
+                columns.append(current)
+                depth += 1
+                current = parent_node(current)
+            positions[b * n + node] = seq_len + depth
+            if int(tree_mask_mode) == 1:
+                start, offset = n * n * b + n * node, 0
+            else:
+                start, offset = n * n * b + prefix_sum * n + (seq_len + n) * node, seq_len
+            tree_mask[start + offset : start + offset + n] = False
+            for column in columns:
+                tree_mask[start + offset + column] = True
