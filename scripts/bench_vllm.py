@@ -12,8 +12,9 @@ counted) and a warm-up request; then ``--repeats`` rounds, each running one pass
 prompts per method in turn, so load changes on a shared machine fall on all methods alike. A
 pass's tokens/s is its generated tokens over its wall time. The table gives per method the
 median pass, the spread (min-max) and the median's ratio to no speculation. Greedy output is compared with no
-speculation, token for token. (Acceptance is not reported: vLLM keeps one engine's metrics
-registered per process, the newest; tests/vllm/engine checks acceptance engine by engine.)
+speculation, token for token. Acceptance (accepted / drafted tokens) comes from each engine's own
+spec-decode counters; ``--stats-dir`` adds specplug.hybrid's drafts by source. ``--workload``
+picks the prompt sets (code-edit, chat = Spec-Bench, agentic, mixed = the three in turn).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / ".models" / "smollm2-135m-fp32"
+#: the EAGLE head trained for it (scripts/train_eagle_head.py; setup_vllm.sh installs it from models/)
+EAGLE_HEAD = ROOT / ".models" / "smollm2-135m-instruct-eagle"
 
 #: method label -> speculative_config (K = --spec-tokens is added)
 METHODS: dict[str, dict | None] = {
@@ -35,23 +38,48 @@ METHODS: dict[str, dict | None] = {
     "vllm ngram": {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4},
     "specplug.suffix": {"method": "specplug.suffix"},
     "specplug.adaptive": {"method": "specplug.adaptive", "candidates": ["suffix", "ngram"]},
+    "vllm eagle (trained head)": {"method": "eagle", "model": str(EAGLE_HEAD)},
+    "specplug.hybrid (trained head)": {"method": "specplug.hybrid", "neural": "eagle", "model": str(EAGLE_HEAD)},
 }
+#: methods whose K is --neural-tokens: a head's acceptance decays with depth, and each step costs a pass
+NEURAL = {"vllm eagle (trained head)", "specplug.hybrid (trained head)"}
+#: --workload -> shipped prompt sets, taken in turn
+WORKLOADS = {"code-edit": ["code-edit"], "chat": ["spec-bench"], "agentic": ["agentic"],
+             "mixed": ["code-edit", "spec-bench", "agentic"]}
 
 
-def load_prompts(count: int) -> list[list[dict[str, str]]]:
-    """The code-edit prompt set's first ``count`` user turns (shipped with specplug's lab)."""
+def load_prompts(count: int, workload: str = "code-edit") -> list[list[dict[str, str]]]:
+    """``count`` first user turns of the workload's shipped prompt sets, taken from each set in turn."""
     from specplug.lab.bench._tracegen import first_user_turns
 
-    return first_user_turns("code-edit", count)
+    sets = [first_user_turns(name, count) for name in WORKLOADS[workload]]
+    return [chat for group in zip(*sets) for chat in group][:count]
 
 
-def build(spec: dict | None, args):
+def build(label: str, args, stats_file: Path | None = None):
     from vllm import LLM
 
+    spec = METHODS[label]
     if spec is not None:
-        spec = {**spec, "num_speculative_tokens": args.spec_tokens}
+        spec = {**spec, "num_speculative_tokens": args.neural_tokens if label in NEURAL else args.spec_tokens}
+    extra = {"specplug": {"stats_file": str(stats_file), "stats_interval": 0}} if stats_file else {}
     return LLM(model=str(MODEL), dtype="float32", enforce_eager=True, max_model_len=2048, max_num_seqs=1,
-               seed=0, speculative_config=spec, disable_log_stats=False)
+               seed=0, speculative_config=spec, disable_log_stats=False, additional_config=extra)
+
+
+def spec_counters(llm) -> dict[str, float]:
+    """This engine's own spec-decode counters (drafts, draft tokens, accepted tokens).
+
+    Read from the engine's Prometheus logger objects, not from the process registry: each new
+    engine unregisters the previous engines' metrics there, so ``llm.get_metrics()`` only
+    shows the newest engine's."""
+    found: dict[str, float] = {}
+    for logger in getattr(llm.llm_engine.logger_manager, "stat_loggers", []):
+        prom = getattr(logger, "spec_decoding_prom", None)
+        for name in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"):
+            for child in getattr(prom, f"counter_spec_decode_{name}", {}).values() if prom else ():
+                found[name] = found.get(name, 0.0) + child._value.get()
+    return found
 
 
 def one_pass(llm, chats, params) -> tuple[float, list[list[int]]]:
@@ -72,19 +100,37 @@ def run_all(labels: list[str], chats, args) -> list[dict]:
     from vllm import SamplingParams
 
     params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens)
-    engines = {}
+    engines, stats_files = {}, {}
     for label in labels:
-        engines[label] = build(METHODS[label], args)
+        if label.startswith("specplug.hybrid") and args.stats_dir:
+            stats_files[label] = args.stats_dir / f"{label.split()[0]}.json"
+        engines[label] = build(label, args, stats_files.get(label))
         engines[label].chat(chats[:1], params, use_tqdm=False)  # warm-up
     passes: dict[str, list[float]] = {label: [] for label in labels}
     outputs: dict[str, list[list[int]]] = {}
+    counted: dict[str, dict[str, float]] = {label: {} for label in labels}
     for _ in range(args.repeats):
         for label in labels:
+            before = spec_counters(engines[label])
             rate, outputs[label] = one_pass(engines[label], chats, params)
+            for name, value in spec_counters(engines[label]).items():
+                counted[label][name] = counted[label].get(name, 0.0) + value - before.get(name, 0.0)
             passes[label].append(rate)
     rows = []
     for label in labels:
+        drafted = counted[label].get("num_draft_tokens", 0.0)
+        by_source = {}
+        if label in stats_files:
+            from specplug_adapters.vllm import read_stats
+
+            counters = read_stats(stats_files[label])["counters"]
+            by_source = {key.removeprefix("drafts."): value for key, value in counters.items() if key.startswith("drafts.")}
         rows.append({
+            "acceptance": counted[label].get("num_accepted_tokens", 0.0) / drafted if drafted else None,
+            "accepted_per_draft": (counted[label].get("num_accepted_tokens", 0.0) / counted[label]["num_drafts"]
+                                   if counted[label].get("num_drafts") else None),
+            "drafts_by_source": by_source,
+            "spec_counters": counted[label],
             "method": label,
             "tok_s_median": statistics.median(passes[label]),
             "tok_s_min": min(passes[label]),
@@ -95,33 +141,46 @@ def run_all(labels: list[str], chats, args) -> list[dict]:
     return rows
 
 
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--spec-tokens", type=int, default=8)
+    parser.add_argument("--neural-tokens", type=int, default=4, help="K of the methods with the trained EAGLE head")
+    parser.add_argument("--workload", default="code-edit", choices=list(WORKLOADS))
+    parser.add_argument("--stats-dir", type=Path, help="where specplug.hybrid writes its stats (drafts by source)")
     parser.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    chats = load_prompts(args.prompts)
+    if any(label in NEURAL for label in args.methods) and not (EAGLE_HEAD / "model.safetensors").is_file():
+        parser.error(f"{EAGLE_HEAD} is missing: run scripts/setup_vllm.sh (it installs the trained EAGLE head)")
+    if args.stats_dir:
+        args.stats_dir.mkdir(parents=True, exist_ok=True)
+    chats = load_prompts(args.prompts, args.workload)
     rows = run_all(args.methods, chats, args)
     base = next((row for row in rows if row["method"] == "none"), None)
-    print("\n| method | tok/s median | min-max | vs none | output = none |")
-    print("|---|---|---|---|---|")
+    print("\n| method | tok/s median | min-max | vs none | output = none | acceptance | accepted/draft | drafts by source |")
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         ratio = row["tok_s_median"] / base["tok_s_median"] if base else float("nan")
         same = "yes" if base and row["outputs"] == base["outputs"] else "no"
         print(f"| {row['method']} | {row['tok_s_median']:.1f} | {row['tok_s_min']:.1f}-{row['tok_s_max']:.1f} "
-              f"| {ratio:.2f}x | {same} |")
+              f"| {ratio:.2f}x | {same} | {_fmt(row['acceptance'])} | {_fmt(row['accepted_per_draft'])} "
+              f"| {', '.join(f'{k} {v:.0f}' for k, v in row['drafts_by_source'].items()) or '-'} |")
     if args.out:
         saved = [{key: value for key, value in row.items() if key != "outputs"} for row in rows]
         for row, full in zip(saved, rows):
             row["output_equals_none"] = bool(base) and full["outputs"] == base["outputs"]
         from specplug._outputs import write_text_atomic
 
-        write_text_atomic(args.out, json.dumps({"args": vars(args) | {"out": str(args.out)}, "rows": saved}, indent=1) + "\n")
+        settings = vars(args) | {"out": str(args.out), "stats_dir": str(args.stats_dir) if args.stats_dir else None}
+        write_text_atomic(args.out, json.dumps({"args": settings, "rows": saved}, indent=1) + "\n")
     return 0
 
 

