@@ -332,7 +332,8 @@ class GuardedProposer:
                 self.counters["draft_tokens"] += int(lengths.sum())
                 sources = drafts.sources
                 first = sources[int(drafted[0])]
-                if all(sources[row] == first for row in drafted.tolist()):
+                # a batch path names one source for every row: list.count compares in C
+                if sources.count(first) == len(sources) or all(sources[row] == first for row in drafted.tolist()):
                     self.counters[f"drafts.{first}"] += len(drafted)
                 else:
                     for row in drafted.tolist():

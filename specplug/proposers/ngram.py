@@ -114,7 +114,7 @@ class NgramProposer(Proposer):
 
     name = "ngram"
     #: batches of at least this many rows go through the batch kernel (fewer: row by row)
-    batch_kernel_from = 1
+    batch_kernel_from = 2
     #: batches of at least this many rows spread over numba's threads (docs/performance.md)
     parallel_from = 1 << 30
 

@@ -204,7 +204,7 @@ class SuffixProposer(Proposer):
     name = "suffix"
     proposes_alternatives = True
     #: batches of at least this many rows go through the batch kernel (fewer: row by row)
-    batch_kernel_from = 1
+    batch_kernel_from = 2
     #: batches of at least this many rows spread over numba's threads (docs/performance.md)
     parallel_from = 1 << 30
 
