@@ -171,6 +171,61 @@ class EngineDrafting:
         self.stats.step()
         return plan.rows, rows, got
 
+    def step_requests(
+        self,
+        rows: Sequence[tuple[RequestId, Sequence[int] | np.ndarray, int] | None],
+        *,
+        stopping: Sequence[RequestId] = (),
+        batch_size: int | None = None,
+    ) -> list[Draft]:
+        """One step of an engine that shows each request by id with its whole history, in one
+        call to the proposer: per row ``(request id, history, most tokens to draft)`` or None (a
+        row that does not draft), and the requests that ended (``stopping``).
+
+        ``requests`` (a :class:`~specplug.engine.KeyedHistorySync`) recognises each history: a
+        first sight starts the request, a continuation extends it by what it gained, anything
+        else restarts it; all of that and every row's draft go to the proposer as one
+        :meth:`specplug.Proposer.step_batch`.
+
+        >>> from specplug import create
+        >>> drafting = EngineDrafting(create("ngram", min_n=1, max_n=2))
+        >>> [d.tokens for d in drafting.step_requests([("a", [1, 2, 3, 1, 2], 2), None])]
+        [(3, 1), ()]
+        >>> [d.tokens for d in drafting.step_requests([("a", [1, 2, 3, 1, 2, 3, 1], 2)])]  # gained 3 1
+        [(2, 3)]
+        """
+        sync = self.requests
+        stopped = [request_id for request_id in stopping if sync.forget(request_id)]
+        started: list[tuple[RequestId, np.ndarray]] = []
+        ids: list[RequestId] = []
+        pieces: list[np.ndarray] = []
+        limits: list[int] = []
+        asked: list[int] = []
+        for position, row in enumerate(rows):
+            if row is None:
+                continue
+            request_id, history, limit = row
+            stop_first, start, tokens = sync.plan(request_id, history)
+            if stop_first:
+                stopped.append(request_id)
+            if start:
+                started.append((request_id, np.asarray(history, dtype=np.int64)))
+            ids.append(request_id)
+            pieces.append(tokens)
+            limits.append(max(int(limit), 0))
+            asked.append(position)
+        self._pass_batch_size(len(rows) if batch_size is None else batch_size)
+        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
+        flat = np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64)
+        got = self.guard.step_batch(BatchStep(ids, flat, offsets, np.array(limits, dtype=np.int64), started, stopped))
+        self.stats.step()
+        empty = Draft((), self.guard.name, 0.0)
+        drafts = [empty] * len(rows)
+        for index, position in enumerate(asked):
+            drafts[position] = got.draft(index)
+        return drafts
+
     def step_history(self, sync: SingleRequestSync, history: Sequence[int] | np.ndarray, limit: int) -> tuple[HistoryStep, Draft]:
         """One step of a single-sequence engine in one call to the proposer: ``sync`` recognises
         whether ``history`` continues the running request (then its new tokens extend it) or
