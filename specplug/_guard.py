@@ -9,7 +9,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, check_batch_drafts, check_draft
+from specplug._contract import (
+    BatchDrafts,
+    BatchStep,
+    Draft,
+    Proposer,
+    RequestId,
+    check_batch_drafts,
+    check_draft,
+    check_tree_draft,
+)
 from specplug._errors import InvalidDraftError, RequestStateError
 
 __all__ = ["GuardedProposer"]
