@@ -670,7 +670,8 @@ class Proposer(abc.ABC):
             )
         if rows:
             bounds = offsets.tolist()
-            if bounds[0] != 0 or bounds[-1] != len(tokens) or any(a > b for a, b in zip(bounds, bounds[1:])):
+            # sorted() runs in C, and in one pass over offsets that already rise
+            if bounds[0] != 0 or bounds[-1] != len(tokens) or (rows > 1 and bounds != sorted(bounds)):
                 raise InvalidTokensError(
                     f"offsets {bounds!r:.80} must rise from 0 to len(new_tokens) = {len(tokens)}"
                 )
@@ -715,12 +716,17 @@ class Proposer(abc.ABC):
         except TypeError:
             for request_id in ids:
                 self._check_id(request_id)  # raises naming the unhashable one
-        if rows > 1 and len(set(ids)) != rows:
+        id_set = set(ids)
+        if len(id_set) != rows:
             raise RequestStateError("a request id appears in two rows of one batch step")
-        for request_id in ids:
-            if request_id in started or (request_id in pending and request_id not in stopped):
-                continue
-            self._check_id(request_id)
+        # set operations in C: no Python per row (a row's request is live, or started in the step)
+        unknown = id_set.difference(pending)
+        if stopped:
+            unknown |= id_set & stopped
+        if started:
+            unknown -= started
+        if unknown:
+            request_id = next(request_id for request_id in ids if request_id in unknown)
             raise RequestStateError(
                 f"row for request {request_id!r}, which is not started (or stopped); start it in the step first"
             )
@@ -752,9 +758,10 @@ class Proposer(abc.ABC):
         """
         ids, new_tokens = step.request_ids, step.new_tokens
         bounds, limits = step.offsets.tolist(), step.limits.tolist()
-        accepted = [0] * step.rows
+        rows = len(ids)
+        accepted = [0] * rows
         drafts: list[Draft] = []
-        empty = self.empty_draft()
+        empty = self.empty_draft() if 0 in limits else None
         cls = type(self)
         if cls.extend is not Proposer.extend or cls.propose is not Proposer.propose:
             for row, request_id in enumerate(ids):

@@ -9,7 +9,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, check_batch_drafts, check_draft
+from specplug._contract import (
+    BatchDrafts,
+    BatchStep,
+    Draft,
+    Proposer,
+    RequestId,
+    check_batch_drafts,
+    check_draft,
+    check_tree_draft,
+)
 from specplug._errors import InvalidDraftError, RequestStateError
 
 __all__ = ["GuardedProposer"]
@@ -332,7 +341,8 @@ class GuardedProposer:
                 self.counters["draft_tokens"] += int(lengths.sum())
                 sources = drafts.sources
                 first = sources[int(drafted[0])]
-                if all(sources[row] == first for row in drafted.tolist()):
+                # a batch path names one source for every row: list.count compares in C
+                if sources.count(first) == len(sources) or all(sources[row] == first for row in drafted.tolist()):
                     self.counters[f"drafts.{first}"] += len(drafted)
                 else:
                     for row in drafted.tolist():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import specplug
@@ -22,20 +22,35 @@ def _batch_kernel_always(proposer):
     return proposer
 
 
+def _row_by_row(proposer):
+    proposer.batch_kernel_from = 1 << 30  # the per-request hooks row by row, never the kernel
+    return proposer
+
+
+def _parallel(proposer):
+    proposer.batch_kernel_from = 0
+    proposer.parallel_from = 0  # the kernel's rows spread over numba's threads
+    return proposer
+
+
 METHODS = {
     "ngram": lambda: specplug.create("ngram", min_n=1, max_n=3),
+    "ngram-rows": lambda: _row_by_row(specplug.create("ngram", min_n=1, max_n=3)),
+    "ngram-parallel": lambda: _parallel(specplug.create("ngram", min_n=1, max_n=3)),
     "ngram-kernel": lambda: _batch_kernel_always(specplug.create("ngram", min_n=1, max_n=3)),
     "ngram-kernel-hits": lambda: _batch_kernel_always(specplug.create("ngram", min_n=2, max_n=4, min_hits=2, max_tokens=5)),
-    "ngram-hits": lambda: specplug.create("ngram", min_n=2, max_n=4, min_hits=2, max_tokens=5),
+    "ngram-hits": lambda: _row_by_row(specplug.create("ngram", min_n=2, max_n=4, min_hits=2, max_tokens=5)),
     "ngram-reference": lambda: specplug.create("ngram", implementation="reference", min_n=1, max_n=3),
     "suffix": lambda: specplug.create("suffix"),
+    "suffix-rows": lambda: _row_by_row(specplug.create("suffix")),
+    "suffix-parallel": lambda: _parallel(specplug.create("suffix")),
     "suffix-kernel": lambda: _batch_kernel_always(specplug.create("suffix")),
     "suffix-kernel-long": lambda: _batch_kernel_always(specplug.create("suffix", min_match=1, long_match=3, max_depth=6)),
     "adaptive": lambda: specplug.create("adaptive", candidates=["suffix", "ngram"]),
 }
 
 
-def _per_request(proposer, stopped, started, rows):
+def _per_request(proposer, stopped, started, rows, branches=1):
     for request_id in stopped:
         proposer.stop(request_id)
     for request_id, prompt in started:
@@ -43,7 +58,12 @@ def _per_request(proposer, stopped, started, rows):
     out = []
     for request_id, tokens, limit in rows:
         accepted = proposer.extend(request_id, tokens) if tokens else 0
-        draft = proposer.propose(request_id, limit).tokens[:limit] if limit else ()
+        if not limit:
+            draft = ()
+        elif branches > 1:
+            draft = proposer.propose_alternatives(request_id, limit, branches).tokens
+        else:
+            draft = proposer.propose(request_id, limit).tokens[:limit]
         out.append((tuple(draft), accepted))
     return out
 
@@ -95,10 +115,59 @@ def _schedule_and_run(draw, method):
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_batch_step_equals_per_request_calls(method, data):
     assert data.draw(_schedule_and_run(method))
+
+
+@st.composite
+def _mixed_schedule_and_run(draw, method):
+    """One proposer driven by batch steps and per-request calls in turn (trees too), the other per request."""
+    mixed, single = METHODS[method](), METHODS[method]()
+    live: dict[int, tuple[int, ...]] = {}
+    fresh = 0
+    for _ in range(draw(st.integers(1, 12))):
+        stopped = [rid for rid in sorted(live) if draw(st.integers(0, 5)) == 0]
+        for rid in stopped:
+            del live[rid]
+        started = []
+        for _ in range(draw(st.integers(0 if live else 1, 2))):
+            started.append((fresh, draw(repetitive_tokens(max_size=80))))
+            live[fresh] = ()
+            fresh += 1
+        order = draw(st.permutations(sorted(live)))
+        rows = []
+        for rid in order[: draw(st.integers(0, len(order)))]:
+            draft = live[rid]
+            if draft and draw(st.booleans()):
+                tokens = list(draft[: draw(st.integers(0, len(draft)))]) + [draw(st.integers(0, 9))]
+            else:
+                tokens = draw(st.lists(st.integers(0, 9), min_size=0, max_size=3))
+            rows.append((rid, tokens, draw(st.integers(0, 6))))
+        way = draw(st.sampled_from(["batch", "requests", "trees"] if mixed.proposes_alternatives else ["batch", "requests"]))
+        branches = 3 if way == "trees" else 1
+        expected = _per_request(single, stopped, started, rows, branches)
+        if way == "batch":
+            got = mixed.step_batch(
+                BatchStep.of([rid for rid, _, _ in rows], [t for _, t, _ in rows], [limit for _, _, limit in rows],
+                             started=started, stopped=stopped)
+            )
+            actual = [(tuple(got.tokens[row, : got.lengths[row]].tolist()), int(got.accepted[row])) for row in range(len(rows))]
+        else:
+            actual = _per_request(mixed, stopped, started, rows, branches)
+        assert actual == expected, (way, stopped, started, rows)
+        for (rid, _, limit), (draft, _) in zip(rows, expected):
+            if limit:
+                live[rid] = draft
+    return True
+
+
+@pytest.mark.parametrize("method", ["ngram", "ngram-parallel", "ngram-rows", "suffix", "suffix-parallel", "suffix-rows"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_batch_steps_and_per_request_calls_mix_on_one_proposer(method, data):
+    assert data.draw(_mixed_schedule_and_run(method))
 
 
 def test_suffix_batch_kernel_grows_rings_and_reads_the_cache_like_the_per_request_path():

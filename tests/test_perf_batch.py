@@ -18,7 +18,7 @@ def test_perf_batch_json_has_every_method_beside_vllm_at_every_batch():
     rows = json.loads(result.stdout)["rows"]
     assert {(row["proposer"], row["batch"]) for row in rows} == {
         (name, batch) for name in ("ngram", "suffix", "hybrid", "adaptive", "vllm-ngram") for batch in (1, 5)
-    }
+    } | {("ngram/requests", 1), ("suffix/requests", 1)}  # at batch 1, the lookups through the per-request API too
     for row in rows:
         assert row["median_us"] > 0 and row["steps"] == 4
         assert abs(row["per_row_us"] * row["batch"] - row["median_us"]) < 1e-6

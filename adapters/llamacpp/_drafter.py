@@ -120,16 +120,16 @@ class SpecplugDraftModel(LlamaDraftModel):
             return np.empty(0, dtype=np.intc)
 
     def _draft(self, input_ids: npt.NDArray[np.intc], called_at: float) -> npt.NDArray[np.intc]:
-        # input_ids is a view of llama-cpp-python's reusable buffer: the sync keeps a copy
-        step = self._sync.update(input_ids)
+        # input_ids is a view of llama-cpp-python's reusable buffer: the sync keeps a copy. The
+        # request's new tokens (or its start) and its draft reach the proposer as one batch step
+        # of one row: llama-cpp-python verifies one sequence at a time
+        step, draft = self.drafting.step_history(self._sync, input_ids, self.max_tokens)
         if step.started:
             self.stats["generations"] += 1
         else:
             if self._returned_at is not None:  # the step that verified our last draft
                 self.step_costs.observe(1 + self._last_draft, called_at - self._returned_at)
             self.stats["accepted"] += step.accepted
-        # llama-cpp-python verifies one sequence at a time: a batch of one
-        (draft,) = self.drafting.draft([(step.request_id, self.max_tokens)], batch_size=1)
         if draft.tokens:
             self.stats["drafts"] += 1
             self.stats["drafted"] += len(draft.tokens)

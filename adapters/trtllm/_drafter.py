@@ -3,9 +3,10 @@
 TensorRT-LLM calls ``prepare_draft_tokens(scheduled_requests, resource_manager)`` once per step
 before the target's forward pass (the two-model path that ``User_Provided`` takes, sampled by
 ``TorchSampler``). For each generation request the drafter syncs the request's history into
-the proposer (the engine layer's :class:`~specplug.engine.KeyedHistorySync`), asks for at
-most the step's draft length (:meth:`specplug.engine.EngineDrafting.draft`, which also passes
-the batch size on and counts) and writes ``py_draft_tokens``: a list as long as the method
+the proposer (the engine layer's :class:`~specplug.engine.KeyedHistorySync`) and asks for at
+most the step's draft length, for the whole step in one call to the method
+(:meth:`specplug.engine.EngineDrafting.step_requests`, which also passes the batch size on and
+counts) and writes ``py_draft_tokens``: a list as long as the method
 likes, up to that length, possibly empty. The executor pads every list to the static ``max_draft_len``
 itself (``pad_draft_tokens_for_cuda_graph``); padding is verified like any draft token, so
 output is unchanged.
@@ -110,9 +111,12 @@ class _Drafting:
             requests = list(scheduled_requests.generation_requests)
             live = sorted((request for request in requests if not is_dummy(request)), key=_batch_order)
             limit = self.step_draft_len()
-            rows = [self._row(request, limit) for request in live]
-            # padding requests are not part of the batch a method prices its drafts for
-            drafts = self.runtime.drafting.draft(rows, batch_size=len(live))
+            rows, ended = [], []
+            for request in live:
+                rows.append(self._row(request, limit, ended))
+            # one call to the method for the whole step: ends, starts, new tokens and drafts; padding
+            # requests are not part of the batch a method prices its drafts for
+            drafts = self.runtime.drafting.step_requests(rows, stopping=ended, batch_size=len(live))
             for request, draft in zip(live, drafts):
                 request.py_draft_tokens = [int(token) for token in draft.tokens]
             for request in requests:
@@ -126,20 +130,21 @@ class _Drafting:
                 except Exception:  # noqa: BLE001, S110 - a request that rejects even that keeps what it had
                     pass
 
-    def _row(self, request: Any, limit: int) -> tuple[Hashable | None, int]:
-        """Sync ``request`` into the proposer; its row of the step: (request id or None, most tokens)."""
+    def _row(self, request: Any, limit: int, ended: list[Hashable]) -> tuple[Hashable, Any, int] | None:
+        """``request``'s row of the step: (request id, its history, most tokens), or None (it ended,
+        then its id goes to ``ended``, or it cannot be read)."""
         key = request_key(request)
         if _state_name(request) == "GENERATION_COMPLETE":
-            self.runtime.sync.stop(key)
-            return None, 0
+            ended.append(key)
+            return None
         try:
-            length = self.runtime.sync.observe(key, request.get_tokens(0))
+            history = request.get_tokens(0)
             # a draft must leave room for the target's own token within the request's budget
-            room = int(request.py_orig_prompt_len) + int(request.py_max_new_tokens) - length - 1
-            return key, min(limit, room)
+            room = int(request.py_orig_prompt_len) + int(request.py_max_new_tokens) - len(history) - 1
+            return key, history, min(limit, room)
         except Exception as error:  # noqa: BLE001 - this request's draft is lost, the others go on
             self.runtime.guard.record_fault("drafting a request", error, "that request drafts nothing this step")
-            return None, 0
+            return None
 
     def _extend_kv_cache_for_padding(self, scheduled_requests: Any, resource_manager: Any, pre_padding_lens: Any = None) -> None:
         """Extend the KV capacity to the padded draft (TensorRT-LLM releases that ask the drafter)."""

@@ -112,8 +112,7 @@ class SpecplugDrafter(EngineDrafting):
         room = self.max_model_len - 1 - np.asarray(num_tokens_no_spec[:rows], dtype=np.int64)
         limits = np.clip(room, 0, step_k)
         # one call to the proposer for the whole step: starts, stops, new tokens and drafts
-        drafts = self.step(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, limits, request_ids, live)
-        return [list(draft.tokens) for draft in drafts]
+        return self.step_token_lists(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, limits, request_ids, live)
 
     def _batch_ids(self, rows: int, token_ids_cpu: np.ndarray) -> tuple[list[str] | None, Any]:
         runner = self._runner() if self._runner is not None else None

@@ -80,15 +80,17 @@ class HybridOverlay(EngineDrafting):
         limit = max(1, num_tokens)
         self.engine_drafts.max_draft_tokens = limit  # vLLM's K this step, which a composite weighs the neural part by
         request_ids = list(batch.req_ids[: len(sampled)])
-        rows = self.sync_batch(sampled, lengths, batch.token_ids_cpu, request_ids, getattr(runner, "requests", None))
-        engine_rows = [neural[row] if row < len(neural) else [] for row in range(len(rows))]
-        for request_id, engine_row in zip(rows, engine_rows):
-            if request_id is not None:
-                self.engine_drafts.offer(request_id, engine_row)
-        drafts = self.draft([(request_id, limit) for request_id in rows])
+        engine_rows = [neural[row] if row < len(neural) else [] for row in range(len(sampled))]
+        # one call to the method for the whole step: starts, stops, new tokens and choices; vLLM's
+        # own drafts are offered once the rows' request ids are known, before the method drafts
+        chosen = self.step_token_lists(
+            sampled, lengths, batch.token_ids_cpu, np.full(len(sampled), limit, dtype=np.int64), request_ids,
+            getattr(runner, "requests", None),
+            before_drafting=lambda rows: self.engine_drafts.offer_rows(rows, engine_rows),
+        )
         # an empty choice (a row that cannot draft, or a fault) costs only specplug's choice:
         # vLLM's own draft still goes out
-        return [list(draft.tokens) or engine_row for draft, engine_row in zip(drafts, engine_rows)]
+        return [tokens or engine_row for tokens, engine_row in zip(chosen, engine_rows)]
 
 
 def _padded_new_tokens(runner: Any, sampled: Any) -> tuple[list[list[int]], np.ndarray]:

@@ -27,7 +27,7 @@ from specplug.engine._methods import (
 )
 from specplug.engine._offered import EngineDrafts
 from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter, read_stats
-from specplug.engine._sync import BatchSync, HistoryStep, HistorySync, Lifecycle, SingleRequestSync
+from specplug.engine._sync import BatchSync, HistoryPlan, HistoryStep, HistorySync, Lifecycle, SingleRequestSync
 from specplug.engine._versions import installed_version, range_problem
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "BatchSync",
     "EngineDrafting",
     "EngineDrafts",
+    "HistoryPlan",
     "HistoryStep",
     "HistorySync",
     "KeyedHistorySync",

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 
 import numpy as np
 
 from specplug import BatchStep, Draft, GuardedProposer, Proposer, RequestId
 from specplug.engine._keyed import KeyedHistorySync
 from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter
-from specplug.engine._sync import BatchSync
+from specplug.engine._sync import BatchSync, HistoryStep, SingleRequestSync
 
 __all__ = ["EngineDrafting"]
 
@@ -89,6 +89,7 @@ class EngineDrafting:
         live: Container[RequestId] | None = None,
         *,
         batch_size: int | None = None,
+        before_drafting: Callable[[list[RequestId | None]], None] | None = None,
     ) -> list[Draft]:
         """One engine step in one call to the proposer: sync the batch and draft every row.
 
@@ -96,6 +97,9 @@ class EngineDrafting:
         starts, stops and new tokens and every row's draft go to the proposer as one
         :meth:`specplug.Proposer.step_batch` (a proposer with a batch fast path runs it in a few
         array calls, whatever the batch size). A row that cannot draft gets an empty draft.
+        ``before_drafting`` is called with each row's request id (None: the row cannot draft)
+        once they are known and before the proposer runs (an overlay offers the engine's own
+        drafts there).
 
         >>> from specplug import create
         >>> drafting = EngineDrafting(create("ngram", min_n=1, max_n=2))
@@ -103,28 +107,155 @@ class EngineDrafting:
         >>> [d.tokens for d in drafting.step([[2], []], [5, 3], histories, [2, 2], ["a", "b"])]
         [(3, 1), ()]
         """
+        plan_rows, asked, got = self._step(new_tokens, lengths, histories, limits, request_ids, live, batch_size, before_drafting)
+        empty = Draft((), self.guard.name, 0.0)
+        drafts = [empty] * len(plan_rows)
+        for position, row in enumerate(asked):
+            drafts[row] = got.draft(position)
+        return drafts
+
+    def step_token_lists(
+        self,
+        new_tokens: Sequence[Sequence[int]],
+        lengths: Sequence[int] | np.ndarray,
+        histories: Sequence[Sequence[int]] | np.ndarray,
+        limits: Sequence[int] | np.ndarray,
+        request_ids: Sequence[RequestId] | None = None,
+        live: Container[RequestId] | None = None,
+        *,
+        batch_size: int | None = None,
+        before_drafting: Callable[[list[RequestId | None]], None] | None = None,
+    ) -> list[list[int]]:
+        """:meth:`step`, with every row's draft as a list of token ids (what vLLM takes), read
+        from the batch's arrays: no ``Draft`` is built per row.
+
+        >>> from specplug import create
+        >>> drafting = EngineDrafting(create("ngram", min_n=1, max_n=2))
+        >>> drafting.step_token_lists([[2], []], [5, 3], np.array([[1, 2, 3, 1, 2], [7, 8, 9, 0, 0]]), [2, 2], ["a", "b"])
+        [[3, 1], []]
+        """
+        plan_rows, asked, got = self._step(new_tokens, lengths, histories, limits, request_ids, live, batch_size, before_drafting)
+        drafted = [row[:count] for row, count in zip(got.tokens.tolist(), got.lengths.tolist())]
+        if len(asked) == len(plan_rows):  # every row asked: the rows are the step's rows
+            return drafted
+        out: list[list[int]] = [[] for _ in plan_rows]
+        for position, row in enumerate(asked):
+            out[row] = drafted[position]
+        return out
+
+    def _step(self, new_tokens, lengths, histories, limits, request_ids, live, batch_size, before_drafting):
+        """Plan the batch's lifecycle, then one ``step_batch``: (each row's id or None, the rows asked, drafts)."""
         plan = self.batch.plan(new_tokens, lengths, histories, request_ids, live)
         self._pass_batch_size(len(plan.rows) if batch_size is None else batch_size)
+        if before_drafting is not None:
+            before_drafting(plan.rows)
         limits = np.asarray(limits, dtype=np.int64)
-        rows = [row for row, request_id in enumerate(plan.rows) if request_id is not None]
-        pieces = [plan.new_tokens[row] for row in rows]
-        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-        offsets[1:] = np.cumsum([len(piece) for piece in pieces], dtype=np.int64)
+        if None in plan.rows:
+            rows = [row for row, request_id in enumerate(plan.rows) if request_id is not None]
+            ids = [plan.rows[row] for row in rows]
+            pieces = [plan.new_tokens[row] for row in rows]
+            row_limits = limits[np.asarray(rows, dtype=np.int64)] if rows else np.empty(0, dtype=np.int64)
+        else:
+            rows, ids, pieces, row_limits = range(len(plan.rows)), plan.rows, plan.new_tokens, limits[: len(plan.rows)]
+        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
         step = BatchStep(
-            [plan.rows[row] for row in rows],
-            np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64),
+            ids,
+            np.concatenate(pieces) if len(pieces) else np.empty(0, dtype=np.int64),
             offsets,
-            np.maximum(limits[np.asarray(rows, dtype=np.int64)], 0) if rows else np.empty(0, dtype=np.int64),
+            np.maximum(row_limits, 0),
             plan.started,
             plan.stopped_first + plan.stopped_absent,
         )
         got = self.guard.step_batch(step)
-        empty = Draft((), self.guard.name, 0.0)
-        drafts = [empty] * len(plan.rows)
-        for position, row in enumerate(rows):
-            drafts[row] = got.draft(position)
         self.stats.step()
+        return plan.rows, rows, got
+
+    def step_requests(
+        self,
+        rows: Sequence[tuple[RequestId, Sequence[int] | np.ndarray, int] | None],
+        *,
+        stopping: Sequence[RequestId] = (),
+        batch_size: int | None = None,
+    ) -> list[Draft]:
+        """One step of an engine that shows each request by id with its whole history, in one
+        call to the proposer: per row ``(request id, history, most tokens to draft)`` or None (a
+        row that does not draft), and the requests that ended (``stopping``).
+
+        ``requests`` (a :class:`~specplug.engine.KeyedHistorySync`) recognises each history: a
+        first sight starts the request, a continuation extends it by what it gained, anything
+        else restarts it; all of that and every row's draft go to the proposer as one
+        :meth:`specplug.Proposer.step_batch`.
+
+        >>> from specplug import create
+        >>> drafting = EngineDrafting(create("ngram", min_n=1, max_n=2))
+        >>> [d.tokens for d in drafting.step_requests([("a", [1, 2, 3, 1, 2], 2), None])]
+        [(3, 1), ()]
+        >>> [d.tokens for d in drafting.step_requests([("a", [1, 2, 3, 1, 2, 3, 1], 2)])]  # gained 3 1
+        [(2, 3)]
+        """
+        sync = self.requests
+        stopped = [request_id for request_id in stopping if sync.forget(request_id)]
+        started: list[tuple[RequestId, np.ndarray]] = []
+        ids: list[RequestId] = []
+        pieces: list[np.ndarray] = []
+        limits: list[int] = []
+        asked: list[int] = []
+        for position, row in enumerate(rows):
+            if row is None:
+                continue
+            request_id, history, limit = row
+            stop_first, start, tokens = sync.plan(request_id, history)
+            if stop_first:
+                stopped.append(request_id)
+            if start:
+                started.append((request_id, np.asarray(history, dtype=np.int64)))
+            ids.append(request_id)
+            pieces.append(tokens)
+            limits.append(max(int(limit), 0))
+            asked.append(position)
+        self._pass_batch_size(len(rows) if batch_size is None else batch_size)
+        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
+        flat = np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64)
+        got = self.guard.step_batch(BatchStep(ids, flat, offsets, np.array(limits, dtype=np.int64), started, stopped))
+        self.stats.step()
+        empty = Draft((), self.guard.name, 0.0)
+        drafts = [empty] * len(rows)
+        for index, position in enumerate(asked):
+            drafts[position] = got.draft(index)
         return drafts
+
+    def step_history(self, sync: SingleRequestSync, history: Sequence[int] | np.ndarray, limit: int) -> tuple[HistoryStep, Draft]:
+        """One step of a single-sequence engine in one call to the proposer: ``sync`` recognises
+        whether ``history`` continues the running request (then its new tokens extend it) or
+        begins a new one (the old one stops, the new one starts), and the request is drafted for
+        (at most ``limit`` tokens), all as one :meth:`specplug.Proposer.step_batch` of one row.
+
+        ``sync`` drives this drafting's ``guard``. Returns what the sync saw (with the acceptance
+        of the last draft) and the draft.
+
+        >>> from specplug import create
+        >>> drafting = EngineDrafting(create("ngram", min_n=1, max_n=2))
+        >>> sync = SingleRequestSync(drafting.guard)
+        >>> drafting.step_history(sync, [1, 2, 3, 1, 2], 2)[1].tokens
+        (3, 1)
+        >>> seen, draft = drafting.step_history(sync, [1, 2, 3, 1, 2, 3, 7], 2)   # 3 accepted, 7 the target's
+        >>> seen.accepted, seen.new_tokens.tolist()
+        (1, [3, 7])
+        """
+        planned = sync.plan(history)
+        self._pass_batch_size(1)
+        request_id = planned.request_id
+        started = [(request_id, planned.prompt)] if planned.started else []
+        stopped = [planned.stopped] if planned.stopped is not None else []
+        tokens = planned.new_tokens
+        limits = np.array([max(int(limit), 0)], dtype=np.int64)
+        step = BatchStep([request_id], tokens, np.array([0, len(tokens)], dtype=np.int64), limits, started, stopped)
+        got = self.guard.step_batch(step)
+        self.stats.step()
+        seen = HistoryStep(request_id, planned.started, tokens, int(got.accepted[0]))
+        return seen, got.draft(0)
 
     def draft(
         self,

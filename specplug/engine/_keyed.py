@@ -32,6 +32,7 @@ __all__ = ["KeyedHistorySync"]
 
 #: tokens of a history remembered to tell its continuation from another history of that id
 _FINGERPRINT = 8
+_NO_TOKENS = np.empty(0, dtype=np.int64)
 
 
 def _tail(history: Sequence[int] | np.ndarray, end: int) -> tuple[int, ...]:
@@ -90,6 +91,35 @@ class KeyedHistorySync:
         # recorded only once started or extended: a call that raised leaves the last good state
         self._seen[request_id] = (length, _tail(history, length))
         return length
+
+    def plan(self, request_id: RequestId, history: Sequence[int] | np.ndarray) -> tuple[bool, bool, np.ndarray]:
+        """What :meth:`observe` does, without calling the proposer: ``(stop first, start, new tokens)``.
+
+        The engine layer carries the step's plans out in one batch step; the sync moves on as
+        if they were done. ``start`` means: start ``request_id`` with ``history`` (then there are
+        no new tokens).
+
+        >>> sync = KeyedHistorySync(None)
+        >>> sync.plan("r", [1, 2, 3])
+        (False, True, array([], dtype=int64))
+        >>> sync.plan("r", [1, 2, 3, 4, 5])
+        (False, False, array([4, 5]))
+        >>> sync.plan("r", [9, 9, 9, 9, 9, 9])[:2]   # not a continuation: stopped and started again
+        (True, True)
+        """
+        length = len(history)
+        seen = self._seen.get(request_id)
+        self._seen[request_id] = (length, _tail(history, length))
+        if seen is not None:
+            synced, tail = seen
+            if length >= synced and _tail(history, synced) == tail:
+                return False, False, np.asarray(history[synced:], dtype=np.int64)
+        return seen is not None, True, _NO_TOKENS
+
+    def forget(self, request_id: RequestId) -> bool:
+        """Stop tracking ``request_id`` without calling the proposer; True when it was tracked
+        (the engine layer then stops it in its batch step)."""
+        return self._seen.pop(request_id, None) is not None
 
     def stop(self, request_id: RequestId) -> None:
         """The engine freed or completed ``request_id``: stop it (a no-op for an id not tracked)."""

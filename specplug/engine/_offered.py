@@ -41,8 +41,23 @@ class EngineDrafts(Proposer):
         """The engine's draft for ``request_id`` at this step."""
         self._offered[request_id] = tuple(int(token) for token in tokens)
 
+    def offer_rows(self, request_ids: Sequence[RequestId | None], drafts: Sequence[Sequence[int]]) -> None:
+        """The engine's drafts of a whole step, row by row (a row whose id is None is skipped).
+
+        >>> drafts = EngineDrafts("mtp")
+        >>> drafts.offer_rows(["a", None], [[7, 8], [9]])
+        >>> drafts._offered
+        {'a': (7, 8)}
+        """
+        offered = self._offered
+        for request_id, tokens in zip(request_ids, drafts):
+            if request_id is not None:
+                offered[request_id] = tuple(map(int, tokens))
+
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
-        self._offered.pop(request_id, None)
+        # an offer may come before the start: a batch step starts the request and drafts it at
+        # once (stop clears what a finished request left)
+        pass
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         return Draft(self._offered.pop(request_id, ())[:max_tokens], self.name)

@@ -28,7 +28,7 @@ import numpy as np
 
 from specplug import InvalidTokensError, RequestId
 
-__all__ = ["BatchSync", "HistoryStep", "HistorySync", "Lifecycle", "SingleRequestSync", "SyncPlan"]
+__all__ = ["BatchSync", "HistoryPlan", "HistoryStep", "HistorySync", "Lifecycle", "SingleRequestSync", "SyncPlan"]
 
 #: tokens of a row's history remembered to recognise the same request at the same row
 _FINGERPRINT = 8
@@ -243,6 +243,19 @@ class HistoryStep:
     accepted: int
 
 
+@dataclass(frozen=True)
+class HistoryPlan:
+    """What one history does to a single-sequence engine's requests (:meth:`SingleRequestSync.plan`)."""
+
+    request_id: RequestId
+    #: a new request begins (``prompt``); ``stopped`` names the one it replaces, if any
+    started: bool
+    #: tokens the running request gains (empty when it starts)
+    new_tokens: np.ndarray
+    stopped: RequestId | None
+    prompt: np.ndarray
+
+
 class SingleRequestSync:
     """Drives one request at a time on a proposer from a single sequence's histories.
 
@@ -275,19 +288,29 @@ class SingleRequestSync:
 
     def update(self, history: Sequence[int] | np.ndarray) -> HistoryStep:
         """Extend the running request with ``history``'s new tokens, or start a new request with it."""
+        planned = self.plan(history)
+        if not planned.started:
+            # no new tokens: the same history again; extending by nothing would drop the pending draft
+            accepted = self.proposer.extend(planned.request_id, planned.new_tokens) if len(planned.new_tokens) else 0
+            return HistoryStep(planned.request_id, False, planned.new_tokens, accepted)
+        self._request = None
+        if planned.stopped is not None:
+            self.proposer.stop(planned.stopped)
+        self.proposer.start(planned.request_id, planned.prompt)
+        self._request = planned.request_id  # only once started: a start that raised leaves no request to extend
+        return HistoryStep(planned.request_id, True, planned.new_tokens, 0)
+
+    def plan(self, history: Sequence[int] | np.ndarray) -> HistoryPlan:
+        """What :meth:`update` does with ``history``, without calling the proposer (the engine
+        layer carries it out in one batch step); the sync moves on as if it were done."""
         new = self._sync.advance(history)
         if self._request is not None and new is not None:
-            # no new tokens: the same history again; extending by nothing would drop the pending draft
-            accepted = self.proposer.extend(self._request, new) if len(new) else 0
-            return HistoryStep(self._request, False, new, accepted)
-        if self._request is not None:
-            self.proposer.stop(self._request)
-            self._request = None
+            return HistoryPlan(self._request, False, new, None, _NO_TOKENS)
+        stopped, self._request = self._request, None
         self.generations += 1
         request, prompt = self.generations, self._sync.history
-        self.proposer.start(request, prompt)
-        self._request = request  # only once started: a start that raised leaves no request to extend
-        return HistoryStep(request, True, prompt[:0], 0)
+        self._request = request
+        return HistoryPlan(request, True, prompt[:0], stopped, prompt)
 
     def close(self) -> None:
         """Stop the running request (a finished generation reaches the proposer's caches)."""

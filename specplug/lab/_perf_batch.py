@@ -35,6 +35,8 @@ TARGET_COMPOSITE_RATIO = 2.0
 #: offsets stay within what the standard library's text stream holds (about 211k tokens) at 64k
 ROW_OFFSET = 1543
 ROW_SPAN = 1 << 16
+#: suffix of a subject timed through the per-request API (``ngram/requests``)
+PER_REQUEST = "/requests"
 
 
 @dataclass
@@ -114,6 +116,36 @@ def _time_method(proposer: Proposer, rows: list[tuple[np.ndarray, np.ndarray]], 
     return times, accepted_total
 
 
+def _time_per_request(proposer: Proposer, rows: list[tuple[np.ndarray, np.ndarray]], steps: int, k: int) -> tuple[list[int], int]:
+    """The same steps through the per-request API (``extend`` then ``propose`` per row), for the
+    batch path's own comparison: a batch step should cost no more than its rows' calls."""
+    batch = len(rows)
+    ids = list(range(batch))
+    for row in ids:
+        proposer.start(row, rows[row][0])
+    position = [0] * batch
+    new: list[np.ndarray] = [np.empty(0, np.int64)] * batch
+    clock = time.perf_counter_ns
+    times, accepted_total = [], 0
+    for _ in range(steps):
+        t0 = clock()
+        drafts = []
+        for row in ids:
+            if len(new[row]):
+                proposer.extend(row, new[row])
+            drafts.append(proposer.propose(row, k).tokens)
+        times.append(clock() - t0)
+        for row in ids:
+            truth = rows[row][1]
+            accepted = accepted_prefix(drafts[row], truth[position[row] :])
+            new[row] = truth[position[row] : position[row] + accepted + 1]
+            position[row] += accepted + 1
+            accepted_total += accepted
+    for row in ids:
+        proposer.stop(row)
+    return times, accepted_total
+
+
 def _time_vllm(proposer: Any, rows: list[tuple[np.ndarray, np.ndarray]], steps: int, k: int, max_len: int) -> tuple[list[int], int]:
     batch = len(rows)
     token_ids = np.zeros((batch, max_len), dtype=np.int32)
@@ -151,6 +183,7 @@ def run_batch_perf(
     repeats: int = 3,
     max_tokens: int = 8,
     progress: Callable[[str], None] | None = None,
+    per_request_at: Sequence[int] = (1,),
 ) -> list[BatchRow]:
     """Per engine step, every method (and vLLM's NgramProposer) on every batch size, context and workload."""
     if not batches or min(batches) < 1:
@@ -162,17 +195,24 @@ def run_batch_perf(
     continuation = steps * (max_tokens + 1) + 1
     max_len = max(contexts) + continuation + 16
     subjects = list(methods) + (["vllm-ngram"] if vllm else [])
+    # at the batch sizes in per_request_at, each lookup through the per-request API too ("ngram/requests")
+    per_request = [f"{name}{PER_REQUEST}" for name in methods if name in ("ngram", "suffix")]
     times: dict[tuple[str, str, int, int], list[tuple[float, int, int]]] = {}
     for repeat in range(repeats):
         for workload in workloads:
             for size in contexts:
                 for batch in batches:
                     rows = _rows(workload, size, batch, continuation, repeat)
-                    for name in subjects:  # interleaved: drift on a shared machine hits all alike
+                    timed = subjects + (per_request if batch in per_request_at else [])
+                    for name in timed:  # interleaved: drift on a shared machine hits all alike
                         say(f"repeat {repeat + 1}/{repeats}: {name} at batch {batch}, {workload}, {size} tokens")
                         if name == "vllm-ngram":
                             peer = _vllm_ngram(batch, max_len, max_tokens, ngram.min_n, ngram.max_n)
                             step_ns, accepted = _time_vllm(peer, rows, steps, max_tokens, max_len)
+                        elif name.endswith(PER_REQUEST):
+                            step_ns, accepted = _time_per_request(
+                                _create_method(name.removesuffix(PER_REQUEST)), rows, steps, max_tokens
+                            )
                         else:
                             step_ns, accepted = _time_method(_create_method(name), rows, steps, max_tokens)
                         times.setdefault((name, workload, size, batch), []).append(

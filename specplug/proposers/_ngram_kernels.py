@@ -9,9 +9,10 @@ needs to compare, so a slot costs 4 bytes (8 with hit counts).
 
 from __future__ import annotations
 
-from numba import njit
+from numba import njit, prange
 
 from specplug.proposers._hashing import NO_RING, window_hash
+from specplug.proposers._row_drafts import remember, resolve
 
 EMPTY = -1
 #: tables grow (and are rebuilt from the tokens) before their load exceeds this
@@ -88,41 +89,66 @@ def ngram_lookup(tokens, length, positions, counts, min_n, min_hits):
     return -1
 
 
+@njit(cache=True, inline="always")
+def _step_row(arrays, lengths, slot, new_tokens, begin, count, limit, min_n, min_hits, max_tokens,
+              drafts, draft_lengths, row, out, out_lengths, accepted):
+    """One row of a batch step; False when its arrays have no room (it is left untouched)."""
+    tokens, table, row_counts, row_used = arrays[slot]
+    length = lengths[slot]
+    out_lengths[row] = 0
+    if count:
+        most = 0
+        for k in range(len(row_used)):
+            most = max(most, row_used[k])
+        if length + count > len(tokens) or most + count > MAX_LOAD * table.shape[1]:
+            return False
+        accepted[row] = resolve(drafts, draft_lengths, slot, new_tokens, begin, count)
+        length = ngram_append(tokens, length, new_tokens[begin : begin + count], table, row_counts, row_used, min_n)
+        lengths[slot] = length
+    if limit < 1:
+        return True
+    start = ngram_lookup(tokens, length, table, row_counts, min_n, min_hits)
+    take = 0 if start < 0 else min(limit, max_tokens, length - start)
+    for k in range(take):
+        out[row, k] = tokens[start + k]
+    out_lengths[row] = take
+    remember(drafts, draft_lengths, slot, out, row, take)
+    return True
+
+
 @njit(cache=True)
-def ngram_step_batch(
-    arrays, lengths, slots, new_tokens, offsets, limits, min_n, min_hits, max_tokens, out, out_lengths, blocked
-):
-    """One engine step for every row: append its new tokens, then draft (one call for the batch).
+def ngram_step_batch(arrays, lengths, slots, new_tokens, offsets, limits, min_n, min_hits, max_tokens,
+                     drafts, draft_lengths, out, out_lengths, accepted, blocked):
+    """One engine step for every row: count acceptance, append its new tokens, draft (one call for the batch).
 
     Why this is fast: the per-request path pays a Python call, argument checks and a numba
     dispatch per request and per operation; here the whole batch is one dispatch, and each
     row's work is the same O(1) hash probes as :func:`ngram_append` and :func:`ngram_lookup`.
-    A row whose token array or tables have no room for its new tokens is not touched and is
-    marked in `blocked`: the caller grows it (rare: capacities double) and runs it again.
-    Serial over rows: a row costs well under a microsecond, less than waking threads would.
+    Each slot's last draft lives in ``drafts[slot, :draft_lengths[slot]]`` (acceptance is
+    counted against it, then it is replaced). A row whose token array or tables have no room
+    for its new tokens is not touched and is marked in `blocked`: the caller grows it (rare:
+    capacities double) and runs it alone. Returns how many rows are blocked. Serial over rows:
+    see :func:`ngram_step_batch_parallel` for many rows on many cores.
     """
+    stuck = 0
     for row in range(len(slots)):
-        slot = slots[row]
         begin = offsets[row]
-        count = offsets[row + 1] - begin
-        tokens, table, row_counts, row_used = arrays[slot]
-        length = lengths[slot]
-        if count:
-            most = 0
-            for k in range(len(row_used)):
-                most = max(most, row_used[k])
-            if length + count > len(tokens) or most + count > MAX_LOAD * table.shape[1]:
-                blocked[row] = True
-                continue
-            length = ngram_append(tokens, length, new_tokens[begin : begin + count], table, row_counts, row_used, min_n)
-            lengths[slot] = length
-        out_lengths[row] = 0
-        if limits[row] < 1:
-            continue
-        start = ngram_lookup(tokens, length, table, row_counts, min_n, min_hits)
-        if start < 0:
-            continue
-        take = min(limits[row], max_tokens, length - start)
-        for k in range(take):
-            out[row, k] = tokens[start + k]
-        out_lengths[row] = take
+        if not _step_row(arrays, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
+                         min_n, min_hits, max_tokens, drafts, draft_lengths, row, out, out_lengths, accepted):
+            blocked[row] = True
+            stuck += 1
+    return stuck
+
+
+@njit(cache=True, parallel=True)
+def ngram_step_batch_parallel(arrays, lengths, slots, new_tokens, offsets, limits, min_n, min_hits, max_tokens,
+                              drafts, draft_lengths, out, out_lengths, accepted, blocked):
+    """:func:`ngram_step_batch` with the rows spread over numba's threads (rows share no state)."""
+    stuck = 0
+    for row in prange(len(slots)):
+        begin = offsets[row]
+        if not _step_row(arrays, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
+                         min_n, min_hits, max_tokens, drafts, draft_lengths, row, out, out_lengths, accepted):
+            blocked[row] = True
+            stuck += 1
+    return stuck

@@ -25,9 +25,10 @@ with the history.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from specplug.proposers._hashing import NO_RING, window_hash
+from specplug.proposers._row_drafts import remember, resolve
 
 EMPTY = -1
 SEP = -1
@@ -288,49 +289,86 @@ def draft(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max
 
 
 @njit(cache=True)
+def _step_row(rings, lengths, slot, new_tokens, begin, count, limit, a_s, a_l, max_depth, max_candidates,
+              max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
+              c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
+              drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached):
+    """One row of a batch step; False when its ring has no room (it is left untouched)."""
+    tokens, prev_s, head_s, prev_l, head_l, state = rings[slot]
+    length = lengths[slot]
+    out_lengths[row] = 0
+    scores[row] = 0.0
+    if count:
+        if length + count > tokens.shape[0]:
+            return False
+        accepted[row] = resolve(drafts, draft_lengths, slot, new_tokens, begin, count)
+        append(tokens, prev_s, head_s, prev_l, head_l, state, new_tokens[begin : begin + count], a_s, a_l, False)
+        length += count
+        lengths[slot] = length
+    if limit < 1:
+        return True
+    limit = min(limit, max_tokens)
+    first = max(0, length - max_depth)
+    query = tokens[first:length]
+    mine = out[row]
+    taken, score, match = draft(tokens, prev_s, head_s, prev_l, head_l, state, query, length - first, a_s, a_l,
+                                max_depth, max_candidates, limit, spec_factor, spec_offset, min_token_prob, mine)
+    if use_cache:
+        theirs = cached[row]
+        c_taken, c_score, c_match = draft(c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state, query,
+                                          length - first, a_s, a_l, max_depth, max_candidates, limit,
+                                          spec_factor, spec_offset, min_token_prob, theirs)
+        if c_match > match or (c_match == match and c_score > score):
+            taken, score = c_taken, c_score
+            for k in range(taken):
+                mine[k] = theirs[k]
+    out_lengths[row] = taken
+    scores[row] = score
+    remember(drafts, draft_lengths, slot, out, row, taken)
+    draft_scores[slot] = score
+    return True
+
+
+@njit(cache=True)
 def step_batch(rings, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max_depth, max_candidates,
                max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
                c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-               out, out_lengths, scores, blocked, scratch, cached):
-    """One engine step for every row: append its new tokens to its index, then draft (request, then cache).
+               drafts, draft_lengths, draft_scores, out, out_lengths, scores, accepted, blocked, cached):
+    """One engine step for every row: count acceptance, append its new tokens, draft (request, then cache).
 
     Why this is fast: one numba dispatch for the batch instead of, per request, Python calls
     and four dispatches (append, the request's draft, the cache's draft, the tail slice).
-    A row whose ring has no room for its new tokens is left untouched and marked in
-    ``blocked`` (the caller grows its ring and runs it alone). Serial over rows: a row costs
-    a few hundred nanoseconds to a few microseconds, and threads wake slower than that on a
-    loaded engine CPU.
+    Each slot's last draft lives in ``drafts[slot, :draft_lengths[slot]]`` (acceptance is
+    counted against it, then it is replaced). A row whose ring has no room for its new tokens
+    is left untouched and marked in ``blocked`` (the caller grows its ring and runs it alone);
+    returns how many. ``cached`` is per-row scratch for the cache's draft. Serial over rows:
+    see :func:`step_batch_parallel` for many rows on many cores.
     """
+    stuck = 0
     for row in range(len(slots)):
-        slot = slots[row]
-        tokens, prev_s, head_s, prev_l, head_l, state = rings[slot]
-        length = lengths[slot]
         begin = offsets[row]
-        count = offsets[row + 1] - begin
-        out_lengths[row] = 0
-        scores[row] = 0.0
-        if count:
-            if length + count > tokens.shape[0]:
-                blocked[row] = True
-                continue
-            append(tokens, prev_s, head_s, prev_l, head_l, state, new_tokens[begin : begin + count], a_s, a_l, False)
-            length += count
-            lengths[slot] = length
-        if limits[row] < 1:
-            continue
-        limit = min(limits[row], max_tokens)
-        first = max(0, length - max_depth)
-        query = tokens[first:length]
-        taken, score, match = draft(tokens, prev_s, head_s, prev_l, head_l, state, query, length - first, a_s, a_l,
-                                    max_depth, max_candidates, limit, spec_factor, spec_offset, min_token_prob, scratch)
-        source = scratch
-        if use_cache:
-            c_taken, c_score, c_match = draft(c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state, query,
-                                              length - first, a_s, a_l, max_depth, max_candidates, limit,
-                                              spec_factor, spec_offset, min_token_prob, cached)
-            if c_match > match or (c_match == match and c_score > score):
-                taken, score, source = c_taken, c_score, cached
-        for k in range(taken):
-            out[row, k] = source[k]
-        out_lengths[row] = taken
-        scores[row] = score
+        if not _step_row(rings, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
+                         a_s, a_l, max_depth, max_candidates, max_tokens, spec_factor, spec_offset, min_token_prob,
+                         use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
+                         drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached):
+            blocked[row] = True
+            stuck += 1
+    return stuck
+
+
+@njit(cache=True, parallel=True)
+def step_batch_parallel(rings, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max_depth, max_candidates,
+                        max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
+                        c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
+                        drafts, draft_lengths, draft_scores, out, out_lengths, scores, accepted, blocked, cached):
+    """:func:`step_batch` with the rows spread over numba's threads (rows share only the cache, read-only)."""
+    stuck = 0
+    for row in prange(len(slots)):
+        begin = offsets[row]
+        if not _step_row(rings, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
+                         a_s, a_l, max_depth, max_candidates, max_tokens, spec_factor, spec_offset, min_token_prob,
+                         use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
+                         drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached):
+            blocked[row] = True
+            stuck += 1
+    return stuck

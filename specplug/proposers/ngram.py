@@ -12,12 +12,13 @@ from pydantic import Field, model_validator
 
 from numba import typed, types
 
-from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, draft_accepted
+from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, accepted_prefix
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.proposers import _ngram_kernels as kernels
 from specplug.proposers._buffer import TokenBuffer
 from specplug.proposers._options import MethodOptions
+from specplug.proposers._row_drafts import RowDrafts
 
 __all__ = ["NgramOptions", "NgramProposer", "ReferenceNgramProposer"]
 
@@ -58,15 +59,19 @@ class _Slots:
     The list holds the very arrays of each ``_Index`` (numba shares their memory), so the
     per-request path and the batch path see one state; an array that is reallocated (growth)
     is published again. One list of tuples, not a list per array: passing a typed list to a
-    kernel costs microseconds each, whatever its length. A stopped request's slot is reused.
+    kernel costs microseconds each, whatever its length. ``lengths[slot]`` is the request's
+    token count (the kernel moves it), ``drafts`` its last draft. A stopped request's slot is
+    reused.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, width: int, source: str) -> None:
         self.arrays = typed.List.empty_list(_SLOT_TYPE)
         self.lengths = np.zeros(16, dtype=np.int64)
+        self.drafts = RowDrafts(width, source)
+        self.slot: dict[RequestId, int] = {}
         self._free: list[int] = []
 
-    def add(self, index: _Index) -> None:
+    def add(self, request_id: RequestId, index: _Index) -> None:
         if self._free:
             index.slot = self._free.pop()
         else:
@@ -74,15 +79,20 @@ class _Slots:
             self.arrays.append(_EMPTY_SLOT)
             if index.slot >= len(self.lengths):
                 self.lengths = np.concatenate([self.lengths, np.zeros(len(self.lengths), dtype=np.int64)])
+                self.drafts.grow(len(self.lengths))
+        self.slot[request_id] = index.slot
+        self.drafts.start(request_id, index.slot)
         self.publish(index)
 
     def publish(self, index: _Index) -> None:
         self.arrays[index.slot] = (index.buffer.array, index.positions, index.counts, index.used)
         self.lengths[index.slot] = index.buffer.length
 
-    def remove(self, index: _Index) -> None:
+    def remove(self, request_id: RequestId, index: _Index) -> None:
+        del self.slot[request_id]
         self.arrays[index.slot] = _EMPTY_SLOT
         self.lengths[index.slot] = 0
+        self.drafts.stop(request_id, index.slot)
         self._free.append(index.slot)
 
 
@@ -103,8 +113,10 @@ class NgramProposer(Proposer):
     """
 
     name = "ngram"
-    #: batches of more rows than this go through the batch kernel (fewer: row by row)
-    batch_kernel_from = 4
+    #: batches of at least this many rows go through the batch kernel (fewer: row by row)
+    batch_kernel_from = 2
+    #: batches of at least this many rows spread over numba's threads (docs/performance.md)
+    parallel_from = 1 << 30
 
     def __init__(self, options: NgramOptions) -> None:
         super().__init__()
@@ -113,16 +125,18 @@ class NgramProposer(Proposer):
         self._index: dict[RequestId, _Index] = {}
         # The batch path's view of every request's arrays, by slot: numba lists that hold the
         # same arrays as the _Index objects (no copy), so one kernel call reaches every row.
-        self._slots = _Slots()
+        self._slots = _Slots(options.max_tokens, self.name)
 
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
         index = _Index(prompt, self._rows, self.options.min_hits > 1)
+        self._slots.add(request_id, index)
         self._append(index, prompt)
-        self._slots.add(index)
         self._index[request_id] = index
 
     def _append(self, index: _Index, tokens: np.ndarray) -> None:
         buffer = index.buffer
+        slots = self._slots
+        buffer.length = int(slots.lengths[index.slot])  # the batch kernel may have moved it
         moved = buffer.reserve(len(tokens))
         needed = int(index.used.max()) + len(tokens)
         if needed > kernels.MAX_LOAD * index.positions.shape[1]:
@@ -139,96 +153,93 @@ class NgramProposer(Proposer):
         buffer.length = kernels.ngram_append(
             buffer.array, buffer.length, tokens, index.positions, index.counts, index.used, self.options.min_n
         )
-        if index.slot >= 0:
-            self._slots.lengths[index.slot] = buffer.length
-            if moved:
-                self._slots.publish(index)
+        slots.lengths[index.slot] = buffer.length
+        if moved:
+            slots.publish(index)
 
     def _step_batch(self, step: BatchStep) -> BatchDrafts:
-        """The batch path: lifecycle changes per request, then one kernel call for every row."""
+        """The batch path: lifecycle changes per request, then one kernel call for every row.
+
+        Per row, no Python: acceptance is counted and the drafts kept in arrays by slot
+        (:class:`RowDrafts`), so a step costs one kernel call plus a few array allocations.
+        """
         self._step_lifecycle(step)
         rows = step.rows
-        if rows <= self.batch_kernel_from:
-            # a few rows: row by row (passing the numba list to the batch kernel costs more)
+        if rows < self.batch_kernel_from or type(self)._observe is not Proposer._observe:
+            # a few rows: row by row; a subclass that learns from acceptance gets its _observe calls
             return self._step_rows(step)
+        table = self._slots
+        drafts = table.drafts
+        if drafts.dirty:
+            drafts.sync(self._pending, table.slot)
         ids = step.request_ids
-        offsets = step.offsets
-        pending = self._pending
-        indexes = [self._index[request_id] for request_id in ids]
-        slots = np.array([index.slot for index in indexes], dtype=np.int64)
-        # acceptance of each row's last draft, as extend() counts it (a draft is a few tokens)
-        accepted = np.zeros(rows, dtype=np.int64)
-        new_tokens = step.new_tokens
-        flat = new_tokens.tolist()
-        bounds = offsets.tolist()
-        observed: list[tuple[RequestId, Draft, int]] = []
-        for row, request_id in enumerate(ids):
-            begin, end = bounds[row], bounds[row + 1]
-            if end > begin:
-                draft = pending[request_id]
-                pending[request_id] = None
-                if draft is not None:
-                    accepted[row] = count = draft_accepted(draft, flat[begin:end])
-                    observed.append((request_id, draft, count))
+        slots = np.fromiter(map(table.slot.__getitem__, ids), dtype=np.int64, count=rows)
         limits = step.limits
-        limit_list = limits.tolist()
-        width = max(limit_list) if rows else 0
+        width = int(limits.max()) if rows else 0
         out = np.zeros((rows, width), dtype=np.int64)
         lengths = np.zeros(rows, dtype=np.int64)
+        accepted = np.zeros(rows, dtype=np.int64)
         blocked = np.zeros(rows, dtype=np.bool_)
-        table = self._slots
+        new_tokens = step.new_tokens.astype(np.int32)
         options = self.options
-        kernels.ngram_step_batch(
-            table.arrays, table.lengths, slots, new_tokens.astype(np.int32), offsets,
-            limits, options.min_n, options.min_hits, options.max_tokens, out, lengths, blocked,
+        kernel = kernels.ngram_step_batch_parallel if rows >= self.parallel_from else kernels.ngram_step_batch
+        stuck = kernel(
+            table.arrays, table.lengths, slots, new_tokens, step.offsets, limits, options.min_n, options.min_hits,
+            options.max_tokens, drafts.tokens, drafts.lengths, out, lengths, accepted, blocked,
         )
-        for row in [row for row, stuck in enumerate(blocked.tolist()) if stuck]:
-            # no room: grow through the per-request path, then draft this row alone
-            index = indexes[row]
-            if bounds[row + 1] > bounds[row]:
-                self._append(index, new_tokens[bounds[row] : bounds[row + 1]])
-            if limit_list[row] > 0:
-                draft = self._propose(ids[row], limit_list[row])
-                lengths[row] = len(draft.tokens)
-                out[row, : len(draft.tokens)] = draft.tokens
-        known = table.lengths[slots].tolist()
-        for row in range(rows):
-            if bounds[row + 1] > bounds[row] and not blocked[row]:
-                indexes[row].buffer.length = known[row]
-        for request_id, draft, count in observed:  # as extend() does, once the tokens are in
-            self._observe(request_id, draft, count)
-        name = self.name
-        drafted = out.tolist()
-        counts = lengths.tolist()
-        for row, request_id in enumerate(ids):
-            if limit_list[row] > 0:
-                pending[request_id] = Draft(tuple(drafted[row][: counts[row]]), name)
+        if stuck:
+            for row in np.flatnonzero(blocked).tolist():
+                self._step_alone(ids[row], new_tokens, step.offsets, int(limits[row]), row, out, lengths, accepted)
+        if drafts.trees:
+            drafts.settle_trees(self._pending, ids, new_tokens, step.offsets, limits, accepted)
         scores = np.empty(rows)
         scores.fill(np.nan)  # np.full costs microseconds more
-        return BatchDrafts(out, lengths, accepted, [name] * rows, scores, np.ones(rows, dtype=np.bool_))
+        return BatchDrafts(out, lengths, accepted, [self.name] * rows, scores, np.ones(rows, dtype=np.bool_))
 
-    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
+    def _step_alone(self, request_id, new_tokens, offsets, limit, row, out, lengths, accepted) -> None:
+        """A row the kernel could not take (no room): grow it here, then draft it, arrays kept in step."""
         index = self._index[request_id]
+        drafts = self._slots.drafts
+        slot = index.slot
+        tokens = new_tokens[offsets[row] : offsets[row + 1]]
+        if len(tokens):
+            accepted[row] = accepted_prefix(drafts.tokens[slot, : drafts.lengths[slot]].tolist(), tokens.tolist())
+            drafts.lengths[slot] = 0
+            self._append(index, tokens)
+        if limit > 0:
+            drafted = self._lookup(index, limit)
+            lengths[row] = len(drafted)
+            out[row, : len(drafted)] = drafted
+            drafts.tokens[slot, : len(drafted)] = drafted
+            drafts.lengths[slot] = len(drafted)
+
+    def _lookup(self, index: _Index, max_tokens: int) -> np.ndarray:
         buffer = index.buffer
+        length = int(self._slots.lengths[index.slot])  # the batch kernel may have moved it
         start = kernels.ngram_lookup(
-            buffer.array, buffer.length, index.positions, index.counts, self.options.min_n, self.options.min_hits
+            buffer.array, length, index.positions, index.counts, self.options.min_n, self.options.min_hits
         )
         if start < 0:
-            return Draft((), self.name)
-        stop = min(start + min(max_tokens, self.options.max_tokens), buffer.length)
-        return Draft(tuple(buffer.array[start:stop].tolist()), self.name)
+            return buffer.array[:0]
+        return buffer.array[start : min(start + min(max_tokens, self.options.max_tokens), length)]
+
+    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
+        self._slots.drafts.touch(request_id)
+        return Draft(tuple(self._lookup(self._index[request_id], max_tokens).tolist()), self.name)
 
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
+        self._slots.drafts.touch(request_id)
         self._append(self._index[request_id], tokens)
 
     def _stop(self, request_id: RequestId) -> None:
-        self._slots.remove(self._index.pop(request_id))
+        self._slots.remove(request_id, self._index.pop(request_id))
 
     def state_nbytes(self, request_id: RequestId) -> int:
-        """Bytes held for one request (tokens and tables)."""
+        """Bytes held for one request (tokens, tables and its row of last drafts)."""
         with self._lock:
             self._check_live(request_id, "state_nbytes")
-            return self._index[request_id].nbytes()
+            drafts = self._slots.drafts
+            return self._index[request_id].nbytes() + drafts.tokens.itemsize * drafts.width + 8
 
 
 class ReferenceNgramProposer(Proposer):

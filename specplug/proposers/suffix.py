@@ -34,11 +34,12 @@ from pydantic import Field, model_validator
 
 from numba import typed, types
 
-from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, draft_accepted
+from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, accepted_prefix
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.proposers import _suffix_kernels
 from specplug.proposers._options import MethodOptions
+from specplug.proposers._row_drafts import RowDrafts
 from specplug.proposers._suffix_index import GlobalCache, RequestIndex, cache_capacity
 
 __all__ = ["ReferenceSuffixProposer", "SuffixOptions", "SuffixProposer", "speculation_tree"]
@@ -154,12 +155,14 @@ class _Slots:
 
     The list holds the very arrays of each ``RequestIndex`` (numba shares their memory); a ring
     that grows is published again. One list of tuples: each typed list passed to a kernel costs
-    microseconds to unbox, whatever its length. A stopped request's slot is reused.
+    microseconds to unbox, whatever its length. ``lengths[slot]`` is the request's token count
+    (the kernel moves it), ``drafts`` its last draft. A stopped request's slot is reused.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, width: int, source: str) -> None:
         self.rings = typed.List.empty_list(_RING_TYPE)
         self.lengths = np.zeros(16, dtype=np.int64)
+        self.drafts = RowDrafts(width, source)
         self.slot: dict[RequestId, int] = {}
         self._free: list[int] = []
 
@@ -171,7 +174,9 @@ class _Slots:
             self.rings.append(_NO_RING)
             if slot >= len(self.lengths):
                 self.lengths = np.concatenate([self.lengths, np.zeros(len(self.lengths), dtype=np.int64)])
+                self.drafts.grow(len(self.lengths))
         self.slot[request_id] = slot
+        self.drafts.start(request_id, slot)
         self.publish(slot, index)
 
     def publish(self, slot: int, index: RequestIndex) -> None:
@@ -183,6 +188,7 @@ class _Slots:
         slot = self.slot.pop(request_id)
         self.rings[slot] = _NO_RING
         self.lengths[slot] = 0
+        self.drafts.stop(request_id, slot)
         self._free.append(slot)
 
 
@@ -197,6 +203,10 @@ class SuffixProposer(Proposer):
 
     name = "suffix"
     proposes_alternatives = True
+    #: batches of at least this many rows go through the batch kernel (fewer: row by row)
+    batch_kernel_from = 2
+    #: batches of at least this many rows spread over numba's threads (docs/performance.md)
+    parallel_from = 1 << 30
 
     def __init__(self, options: SuffixOptions) -> None:
         super().__init__()
@@ -204,76 +214,83 @@ class SuffixProposer(Proposer):
         self._requests: dict[RequestId, RequestIndex] = {}
         self.cache = GlobalCache(options.max_cached_requests, options.max_cache_bytes, options.anchors)
         self._out = np.empty(options.max_tokens, dtype=np.int32)
-        self._cached_out = np.empty(options.max_tokens, dtype=np.int32)
         # the batch path's view of every request's ring, by slot (the same arrays, not copies)
-        self._slots = _Slots()
-
-    #: batches of more rows than this go through the batch kernel (fewer: row by row)
-    batch_kernel_from = 4
+        self._slots = _Slots(options.max_tokens, self.name)
 
     def _step_batch(self, step: BatchStep) -> BatchDrafts:
-        """The batch path: lifecycle changes per request, then one kernel call for every row."""
+        """The batch path: lifecycle changes per request, then one kernel call for every row.
+
+        Per row, no Python: acceptance is counted and the drafts kept in arrays by slot
+        (:class:`RowDrafts`), so a step costs one kernel call plus a few array allocations.
+        """
         self._step_lifecycle(step)
         rows = step.rows
-        if rows <= self.batch_kernel_from:
+        if rows < self.batch_kernel_from or type(self)._observe is not Proposer._observe:
+            # a few rows: row by row; a subclass that learns from acceptance gets its _observe calls
             return self._step_rows(step)
-        ids, pending, options = step.request_ids, self._pending, self.options
-        table = self._slots
-        slots = np.array([table.slot[request_id] for request_id in ids], dtype=np.int64)
-        new_tokens = step.new_tokens
-        flat, bounds, limits = new_tokens.tolist(), step.offsets.tolist(), step.limits.tolist()
-        accepted = np.zeros(rows, dtype=np.int64)
-        observed: list[tuple[RequestId, Draft, int]] = []
-        for row, request_id in enumerate(ids):  # acceptance of each row's last draft, as extend() counts it
-            begin, end = bounds[row], bounds[row + 1]
-            if end > begin:
-                last = pending[request_id]
-                pending[request_id] = None
-                if last is not None:
-                    accepted[row] = count = draft_accepted(last, flat[begin:end])
-                    observed.append((request_id, last, count))
-        width = max(limits)
+        table, options = self._slots, self.options
+        drafts = table.drafts
+        if drafts.dirty:
+            drafts.sync(self._pending, table.slot)
+        ids = step.request_ids
+        slots = np.fromiter(map(table.slot.__getitem__, ids), dtype=np.int64, count=rows)
+        limits = step.limits
+        width = int(limits.max()) if rows else 0
         out = np.zeros((rows, width), dtype=np.int64)
+        cached = np.empty((rows, width), dtype=np.int64)
         lengths = np.zeros(rows, dtype=np.int64)
-        scores = np.zeros(rows)
+        scores = np.empty(rows)
+        accepted = np.zeros(rows, dtype=np.int64)
         blocked = np.zeros(rows, dtype=np.bool_)
+        new_tokens = step.new_tokens.astype(np.int32)
         cache = self.cache._ring
         a_s, a_l = options.anchors
-        _suffix_kernels.step_batch(
-            table.rings, table.lengths, slots, new_tokens.astype(np.int32), step.offsets, step.limits, a_s, a_l,
+        kernel = _suffix_kernels.step_batch_parallel if rows >= self.parallel_from else _suffix_kernels.step_batch
+        stuck = kernel(
+            table.rings, table.lengths, slots, new_tokens, step.offsets, limits, a_s, a_l,
             options.max_depth, options.max_candidates, options.max_tokens, options.max_spec_factor,
             options.max_spec_offset, options.min_token_prob, bool(options.global_cache and len(self.cache)),
             cache.tokens, cache.prev_s, cache.head_s, cache.prev_l, cache.head_l, cache.state,
-            out, lengths, scores, blocked, self._out, self._cached_out,
+            drafts.tokens, drafts.lengths, drafts.scores, out, lengths, scores, accepted, blocked, cached,
         )
-        requests = self._requests
-        known = table.lengths[slots].tolist()
-        stuck = blocked.tolist()
-        for row, request_id in enumerate(ids):
-            if stuck[row]:  # no room: grow through the per-request path, then draft this row alone
-                self._extend(request_id, new_tokens[bounds[row] : bounds[row + 1]])
-                if limits[row] > 0:
-                    draft = self._propose(request_id, limits[row])
-                    lengths[row] = len(draft.tokens)
-                    out[row, : len(draft.tokens)] = draft.tokens
-                    scores[row] = draft.score
-            elif bounds[row + 1] > bounds[row]:
-                requests[request_id].length = known[row]
-        for request_id, last, count in observed:  # as extend() does, once the tokens are in
-            self._observe(request_id, last, count)
-        name = self.name
-        drafted, counts, scored = out.tolist(), lengths.tolist(), scores.tolist()
-        for row, request_id in enumerate(ids):
-            if limits[row] > 0:
-                pending[request_id] = Draft(tuple(drafted[row][: counts[row]]), name, scored[row])
-        return BatchDrafts(out, lengths, accepted, [name] * rows, scores, np.ones(rows, dtype=np.bool_))
+        if stuck:
+            for row in np.flatnonzero(blocked).tolist():
+                self._step_alone(ids[row], new_tokens, step.offsets, int(limits[row]), row, out, lengths, scores, accepted)
+        if drafts.trees:
+            drafts.settle_trees(self._pending, ids, new_tokens, step.offsets, limits, accepted)
+        return BatchDrafts(out, lengths, accepted, [self.name] * rows, scores, np.ones(rows, dtype=np.bool_))
+
+    def _step_alone(self, request_id, new_tokens, offsets, limit, row, out, lengths, scores, accepted) -> None:
+        """A row the kernel could not take (no room in its ring): grow it here, then draft it."""
+        index = self._index(request_id)
+        drafts = self._slots.drafts
+        slot = self._slots.slot[request_id]
+        tokens = new_tokens[offsets[row] : offsets[row + 1]]
+        if len(tokens):
+            accepted[row] = accepted_prefix(drafts.tokens[slot, : drafts.lengths[slot]].tolist(), tokens.tolist())
+            drafts.lengths[slot] = 0
+            self._append(request_id, index, tokens)
+        scores[row] = 0.0
+        if limit > 0:
+            draft = self._vote(index, limit)
+            lengths[row] = len(draft.tokens)
+            out[row, : len(draft.tokens)] = draft.tokens
+            scores[row] = draft.score
+            drafts.tokens[slot, : len(draft.tokens)] = draft.tokens
+            drafts.lengths[slot] = len(draft.tokens)
+            drafts.scores[slot] = draft.score
+
+    def _index(self, request_id: RequestId) -> RequestIndex:
+        """The request's index, its length brought up to the batch kernel's."""
+        index = self._requests[request_id]
+        index.length = int(self._slots.lengths[self._slots.slot[request_id]])
+        return index
 
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
         index = self._requests[request_id] = RequestIndex(prompt, self.options.anchors)
         self._slots.add(request_id, index)
 
-    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
-        index = self._requests[request_id]
+    def _vote(self, index: RequestIndex, max_tokens: int) -> Draft:
         limit = min(max_tokens, self.options.max_tokens)
         query = index.tail(self.options.max_depth)
         count, score, match = index.ring.draft(query, self.options, limit, self._out)
@@ -284,9 +301,14 @@ class SuffixProposer(Proposer):
                 tokens, score = tuple(self._out[:count].tolist()), cached_score
         return Draft(tokens, self.name, score)
 
+    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
+        self._slots.drafts.touch(request_id)
+        return self._vote(self._index(request_id), max_tokens)
+
     def _propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
         # the vote as _propose makes it, remembering which index drafted: its voters grow the tree
-        index = self._requests[request_id]
+        self._slots.drafts.touch(request_id)
+        index = self._index(request_id)
         limit = min(max_tokens, self.options.max_tokens)
         query = index.tail(self.options.max_depth)
         count, score, match = index.ring.draft(query, self.options, limit, self._out)
@@ -302,7 +324,10 @@ class SuffixProposer(Proposer):
         return speculation_tree(draft, found, max_tokens, max_branches, self.options.min_token_prob)
 
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
-        index = self._requests[request_id]
+        self._slots.drafts.touch(request_id)
+        self._append(request_id, self._index(request_id), tokens)
+
+    def _append(self, request_id: RequestId, index: RequestIndex, tokens: np.ndarray) -> None:
         moved = index.length + len(tokens) > len(index.ring.tokens)
         index.append(tokens)
         slot = self._slots.slot[request_id]
@@ -311,16 +336,18 @@ class SuffixProposer(Proposer):
         self._slots.lengths[slot] = index.length
 
     def _stop(self, request_id: RequestId) -> None:
+        index = self._index(request_id)
         self._slots.remove(request_id)
-        index = self._requests.pop(request_id)
+        self._requests.pop(request_id)
         if self.options.global_cache:
             self.cache.add(index.output())
 
     def state_nbytes(self, request_id: RequestId) -> int:
-        """Bytes held for one request (its ring, chains and head table)."""
+        """Bytes held for one request (its ring, chains and head table, and its row of last drafts)."""
         with self._lock:
             self._check_live(request_id, "state_nbytes")
-            return self._requests[request_id].nbytes()
+            drafts = self._slots.drafts
+            return self._requests[request_id].nbytes() + drafts.tokens.itemsize * drafts.width + 16
 
 
 # --------------------------------------------------------------------------- reference

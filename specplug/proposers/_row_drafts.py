@@ -1,0 +1,164 @@
+"""Each live request's last draft in arrays by slot, so a batch step costs no Python per row.
+
+The contract keeps a request's last draft in ``Proposer._pending`` (``extend`` counts
+acceptance against it). A lookup's batch kernel instead reads and writes the drafts here:
+``tokens[slot, :lengths[slot]]``, one row per request slot. Both paths stay one state:
+
+- a request whose ``_pending`` entry is its :class:`RowDraft` (a view of its row) is *clean*:
+  the arrays are what the per-request ``extend`` reads too;
+- a per-request call (``start``, ``propose``, ``extend``, ``propose_alternatives``) marks its
+  request *dirty* (the hooks call :meth:`RowDrafts.touch`): ``_pending`` holds the truth (a
+  ``Draft``, or None), and the next kernel step first copies it into the arrays
+  (:meth:`RowDrafts.sync`). An engine that only runs batch steps has nothing to copy.
+
+A tree draft (with alternatives, from ``propose_alternatives``) keeps its ``Draft`` in
+``_pending`` and in :attr:`RowDrafts.trees`: the arrays hold its main branch, and the batch
+path counts its acceptance along the best branch in Python (a tree engine drafts per request).
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+
+import numpy as np
+from numba import njit
+
+from specplug._contract import Draft, RequestId, draft_accepted
+
+__all__ = ["RowDraft", "RowDrafts", "remember", "resolve"]
+
+
+class RowDraft:
+    """A request's last draft, read from its row of :class:`RowDrafts` (what ``_pending`` holds
+    for a clean request; ``extend`` reads ``tokens`` and ``alternatives`` as from a ``Draft``)."""
+
+    __slots__ = ("_rows", "_slot", "source")
+
+    alternatives: tuple[tuple[int, ...], ...] = ()
+    needs_neural = True
+
+    def __init__(self, rows: RowDrafts, slot: int, source: str) -> None:
+        self._rows, self._slot, self.source = rows, slot, source
+
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        rows, slot = self._rows, self._slot
+        return tuple(rows.tokens[slot, : rows.lengths[slot]].tolist())
+
+    @property
+    def score(self) -> float | None:
+        score = float(self._rows.scores[self._slot])
+        return None if score != score else score
+
+    def __len__(self) -> int:
+        return int(self._rows.lengths[self._slot])
+
+    def draft(self) -> Draft:
+        return Draft(self.tokens, self.source, self.score)
+
+
+class RowDrafts:
+    """The last draft of every request slot (``tokens``, ``lengths``, ``scores``: NaN for none)."""
+
+    def __init__(self, width: int, source: str, rows: int = 16) -> None:
+        self.width = width
+        self.source = source
+        self.tokens = np.zeros((rows, width), dtype=np.int32)
+        self.lengths = np.zeros(rows, dtype=np.int64)
+        self.scores = np.full(rows, np.nan)
+        #: requests whose ``_pending`` entry, not the arrays, holds their last draft
+        self.dirty: set[RequestId] = set()
+        #: requests whose last draft is a tree (its ``Draft`` stays in ``_pending``)
+        self.trees: dict[RequestId, Draft] = {}
+        self._views: dict[RequestId, RowDraft] = {}
+
+    def grow(self, rows: int) -> None:
+        """Room for ``rows`` slots (the tables' rows move; views read them through this object)."""
+        old = len(self.lengths)
+        if rows <= old:
+            return
+        tokens = np.zeros((rows, self.width), dtype=np.int32)
+        tokens[:old] = self.tokens
+        lengths = np.zeros(rows, dtype=np.int64)
+        lengths[:old] = self.lengths
+        scores = np.full(rows, np.nan)
+        scores[:old] = self.scores
+        self.tokens, self.lengths, self.scores = tokens, lengths, scores
+
+    def start(self, request_id: RequestId, slot: int) -> None:
+        self.lengths[slot] = 0
+        self._views[request_id] = RowDraft(self, slot, self.source)
+        self.dirty.add(request_id)
+
+    def stop(self, request_id: RequestId, slot: int) -> None:
+        self.lengths[slot] = 0
+        self.dirty.discard(request_id)
+        self.trees.pop(request_id, None)
+        del self._views[request_id]
+
+    def touch(self, request_id: RequestId) -> None:
+        """A per-request call changed ``request_id``'s draft: ``_pending`` holds it now."""
+        self.dirty.add(request_id)
+
+    def sync(self, pending: MutableMapping[RequestId, object], slots: MutableMapping[RequestId, int]) -> None:
+        """Copy the dirty requests' drafts from ``_pending`` into the arrays (before a kernel step)."""
+        views = self._views
+        for request_id in self.dirty:
+            draft = pending[request_id]
+            if draft is views[request_id]:
+                continue
+            slot = slots[request_id]
+            self.trees.pop(request_id, None)
+            if draft is None:
+                self.lengths[slot] = 0
+                pending[request_id] = views[request_id]
+                continue
+            tokens = draft.tokens
+            self.tokens[slot, : len(tokens)] = tokens
+            self.lengths[slot] = len(tokens)
+            self.scores[slot] = np.nan if draft.score is None else draft.score
+            if draft.alternatives:
+                self.trees[request_id] = draft  # stays in _pending: the arrays hold one branch
+            else:
+                pending[request_id] = views[request_id]
+        self.dirty.clear()
+
+    def settle_trees(
+        self,
+        pending: MutableMapping[RequestId, object],
+        ids: list[RequestId],
+        flat: np.ndarray,
+        bounds: np.ndarray,
+        limits: np.ndarray,
+        accepted: np.ndarray,
+    ) -> None:
+        """After a kernel step: rows whose last draft was a tree count acceptance along its best branch."""
+        for row, request_id in enumerate(ids):
+            tree = self.trees.get(request_id)
+            if tree is None:
+                continue
+            begin, end = int(bounds[row]), int(bounds[row + 1])
+            if end > begin:
+                accepted[row] = draft_accepted(tree, flat[begin:end].tolist())
+            if end > begin or limits[row] > 0:  # resolved, or replaced by the kernel's draft
+                del self.trees[request_id]
+                pending[request_id] = self._views[request_id]
+
+
+@njit(cache=True, inline="always")
+def resolve(drafts, draft_lengths, slot, new_tokens, begin, count):
+    """How many tokens of slot's last draft the new tokens accept; the draft is then forgotten."""
+    most = min(draft_lengths[slot], count)
+    accepted = 0
+    while accepted < most and drafts[slot, accepted] == new_tokens[begin + accepted]:
+        accepted += 1
+    draft_lengths[slot] = 0
+    return accepted
+
+
+@njit(cache=True, inline="always")
+def remember(drafts, draft_lengths, slot, out, row, taken):
+    """Keep row's draft (``out[row, :taken]``) as slot's last draft."""
+    for k in range(taken):
+        drafts[slot, k] = out[row, k]
+    draft_lengths[slot] = taken
