@@ -51,7 +51,7 @@ if ! installed "$PY" llama-cpp-python "$LLAMA_CPP_PYTHON_VERSION" || [ ! -x "$PA
     if [ ! -x "$PACKAGE/bin/llama-server" ]; then
         # pip's wheel cache is keyed by the sdist, not CMAKE_ARGS: it held a wheel an older setup built
         step "pip's cached llama-cpp-python wheel has no llama-server (an older setup built it): dropping it, building again"
-        "$PY" -m pip cache remove --quiet "llama_cpp_python*" 2> >(pip_noise) || true
+        "$PY" -m pip cache remove --quiet "llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION" >/dev/null 2>&1 || true
         pip_uninstall_quietly "$PY" llama-cpp-python
         build_llama_cpp
     fi
