@@ -43,6 +43,12 @@ pip_in() {  # pip_in PYTHON ARGS...: a quiet pip install into that interpreter's
     "$py" -m pip install --quiet "${PIP_QUIET_OPTIONS[@]}" "$@" 2> >(pip_noise)
 }
 
+pip_uninstall_quietly() {  # pip_uninstall_quietly PYTHON DIST: remove DIST from there if it is installed
+    if "$1" -c "import importlib.metadata as m; m.version('$2')" >/dev/null 2>&1; then
+        "$1" -m pip uninstall --quiet --yes "${PIP_QUIET_OPTIONS[@]}" "$2" 2> >(pip_noise)
+    fi
+}
+
 elapsed() {  # elapsed START_SECONDS: the time since $SECONDS was START_SECONDS, as 3m07s
     local s=$((SECONDS - $1))
     printf '%dm%02ds' $((s / 60)) $((s % 60))

@@ -4,8 +4,8 @@
 #   llama-server:      plain | llama.cpp --spec-default | best hand setting | specplug's tuned preset
 #   llama-cpp-python:  plain | LlamaPromptLookupDecoding | specplug's SpecplugDraftModel
 # and prints tokens/s, acceptance and speedup for each (medians of 3 rounds, one thread).
-# The first run builds llama.cpp from source first (two builds; times measured in README.md), and prints
-# each step's time and the builds' progress. The demo shows a progress bar, then the tables; the
+# The first run builds llama.cpp from source first (one build for both; times measured in README.md),
+# and prints each step's time and the build's progress. The demo shows a progress bar, then the tables; the
 # engines' own logs go to a file it names at the end (--verbose shows them instead).
 #
 #   bash scripts/demo.sh                 # Gemma-3-270M (the default)

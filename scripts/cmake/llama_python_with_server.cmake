@@ -1,0 +1,83 @@
+# Handed to llama-cpp-python's build as -DCMAKE_PROJECT_INCLUDE=<this file>, together with
+# -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON: one compile of llama-cpp-python's own llama.cpp
+# yields both libllama for the Python package and llama-server (and llama-quantize, which
+# scripts/setup_bench.sh uses), instead of a second llama.cpp build from another package.
+#
+# Once configuring ends (a deferred call at the end of the top directory), this
+#  - leaves every target out of the default build but llama-server and llama-quantize: they and
+#    the libraries they link (libllama and libggml among them, which the Python package installs)
+#    are still compiled, llama.cpp's other tools are not;
+#  - compiles the code outside ggml/ and src/ (the common library, the server, the HTTP library)
+#    at -O1 instead of -O3: it parses flags and JSON and drives the decoding loop, the compute is
+#    in ggml and libllama, which keep -O3. Measured on tools/server/server-context.cpp: 30 instead
+#    of 44 CPU seconds to compile. The multimodal library (which llama-server links but runs only
+#    with --mmproj; no multimodal model ships on PyPI) is compiled at -O0;
+#  - installs the two programs into the package's llama_cpp/bin and the shared libraries they need
+#    beyond libllama and libggml into llama_cpp/lib, found through an $ORIGIN-relative RPATH.
+include_guard(GLOBAL)  # included after every project() call; llama.cpp and ggml have their own
+
+set(_SPECPLUG_PROGRAMS llama-server llama-quantize)
+# llama.cpp's own rule installs llama-server to <prefix>/bin (site-packages/bin): the same place as ours
+set(CMAKE_INSTALL_BINDIR llama_cpp/bin CACHE PATH "where llama.cpp's install rules put programs")
+set(_SPECPLUG_LIBRARIES llama-common mtmd llama-server-impl llama-quantize-impl)
+
+function(_specplug_targets_under dir out)
+    get_property(targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
+    get_property(subdirs DIRECTORY "${dir}" PROPERTY SUBDIRECTORIES)
+    foreach(sub IN LISTS subdirs)
+        _specplug_targets_under("${sub}" below)
+        list(APPEND targets ${below})
+    endforeach()
+    set(${out} ${targets} PARENT_SCOPE)
+endfunction()
+
+function(_specplug_optimization target)
+    get_target_property(type "${target}" TYPE)
+    if(NOT type MATCHES "^(STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY|EXECUTABLE)$")
+        return()
+    endif()
+    get_target_property(dir "${target}" SOURCE_DIR)
+    file(RELATIVE_PATH where "${CMAKE_SOURCE_DIR}/vendor/llama.cpp" "${dir}")
+    if(where MATCHES "^(ggml|src)(/|$)")
+        return()  # the compute: llama.cpp's own -O3
+    elseif(where MATCHES "^tools/mtmd(/|$)")
+        set(level -O0)
+    else()
+        set(level -O1)
+    endif()
+    # target options come after CMAKE_<LANG>_FLAGS_RELEASE on the command line: the last -O wins
+    set_property(TARGET "${target}" APPEND PROPERTY COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:C,CXX>:${level}>")
+endfunction()
+
+function(_specplug_build_python_and_server)
+    _specplug_targets_under("${CMAKE_SOURCE_DIR}" targets)
+    foreach(wanted IN LISTS _SPECPLUG_PROGRAMS)
+        if(NOT wanted IN_LIST targets)
+            message(FATAL_ERROR "llama_python_with_server.cmake: this llama.cpp defines no ${wanted} target "
+                                "(configure with -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON)")
+        endif()
+    endforeach()
+    foreach(target IN LISTS targets)
+        if(NOT target IN_LIST _SPECPLUG_PROGRAMS)
+            set_property(TARGET "${target}" PROPERTY EXCLUDE_FROM_ALL TRUE)
+        endif()
+        _specplug_optimization("${target}")
+    endforeach()
+
+    set(package "${SKBUILD_PLATLIB_DIR}/llama_cpp")
+    foreach(program IN LISTS _SPECPLUG_PROGRAMS)
+        set_target_properties("${program}" PROPERTIES INSTALL_RPATH "$ORIGIN/../lib")
+        install(TARGETS "${program}" RUNTIME DESTINATION "${package}/bin")
+    endforeach()
+    foreach(library IN LISTS _SPECPLUG_LIBRARIES)
+        if(TARGET "${library}")
+            get_target_property(type "${library}" TYPE)
+            if(type STREQUAL "SHARED_LIBRARY")
+                set_target_properties("${library}" PROPERTIES INSTALL_RPATH "$ORIGIN")
+                install(TARGETS "${library}" LIBRARY DESTINATION "${package}/lib")
+            endif()
+        endif()
+    endforeach()
+endfunction()
+
+cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _specplug_build_python_and_server)
