@@ -34,7 +34,22 @@ __all__ = [
 _DEFAULT_MAX_RUNNING_REQUESTS = 48
 
 
-class SpecplugSpecAlgo(CustomSpecAlgo):
+class _SpecplugAlgo(CustomSpecAlgo):
+    """What every specplug algorithm answers alike: SGLang's own future map (its overlap bookkeeping)."""
+
+    def create_future_map(
+        self,
+        device: Any,
+        req_to_token_pool: Any,
+        needs_cpu_seq_lens: bool = True,
+        needs_confidence_relay: bool = False,
+    ) -> Any:
+        from sglang.srt.managers.overlap_utils import FutureMap
+
+        return FutureMap(device, self, req_to_token_pool, needs_cpu_seq_lens, needs_confidence_relay)
+
+
+class SpecplugSpecAlgo(_SpecplugAlgo):
     """A SPECPLUG_* algorithm: NGRAM's scheduler paths, specplug's worker and defaults."""
 
     def is_ngram(self) -> bool:
@@ -51,17 +66,6 @@ class SpecplugSpecAlgo(CustomSpecAlgo):
 
     def get_platform_worker_cls(self) -> type | None:
         return None  # no out-of-tree platform worker replaces specplug's
-
-    def create_future_map(
-        self,
-        device: Any,
-        req_to_token_pool: Any,
-        needs_cpu_seq_lens: bool = True,
-        needs_confidence_relay: bool = False,
-    ) -> Any:
-        from sglang.srt.managers.overlap_utils import FutureMap
-
-        return FutureMap(device, self, req_to_token_pool, needs_cpu_seq_lens, needs_confidence_relay)
 
     def handle_server_args(self, server_args: Any) -> None:
         apply_defaults(server_args)
@@ -106,7 +110,7 @@ def validate_server_args(server_args: Any) -> None:
 _DEFAULT_EAGLE_STEPS = 3
 
 
-class SpecplugEagleSpecAlgo(CustomSpecAlgo):
+class SpecplugEagleSpecAlgo(_SpecplugAlgo):
     """A SPECPLUG_<METHOD>_EAGLE algorithm: SGLang's EAGLE scheduler paths and worker, the overlay on its drafts."""
 
     def is_eagle(self) -> bool:
@@ -123,17 +127,6 @@ class SpecplugEagleSpecAlgo(CustomSpecAlgo):
 
     def get_platform_worker_cls(self) -> type | None:
         return None  # an out-of-tree platform's EAGLE worker would bypass the overlay
-
-    def create_future_map(
-        self,
-        device: Any,
-        req_to_token_pool: Any,
-        needs_cpu_seq_lens: bool = True,
-        needs_confidence_relay: bool = False,
-    ) -> Any:
-        from sglang.srt.managers.overlap_utils import FutureMap
-
-        return FutureMap(device, self, req_to_token_pool, needs_cpu_seq_lens, needs_confidence_relay)
 
     def handle_server_args(self, server_args: Any) -> None:
         apply_eagle_defaults(server_args)
