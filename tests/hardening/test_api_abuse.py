@@ -137,7 +137,10 @@ def test_unresolved_drafts_are_bounded_in_memory_and_in_the_next_extends_time(me
     extra = {"neural": specplug.create("ngram", min_n=1, max_n=1)} if method == "hybrid" else {}
     proposer = specplug.create(method, **extra)
     proposer.start("r", [1, 2, 3, 4] * 50)
-    for _ in range(200):  # warm
+    # warm both calls: on a cold numba cache the first extend compiles the composites' kernels
+    proposer.propose("r", 8)
+    proposer.extend("r", [1])
+    for _ in range(200):
         proposer.propose("r", 8)
     tracemalloc.start()
     try:
