@@ -48,12 +48,14 @@ WORKLOADS = {"code-edit": ["code-edit"], "chat": ["spec-bench"], "agentic": ["ag
              "mixed": ["code-edit", "spec-bench", "agentic"]}
 
 
-def load_prompts(count: int, workload: str = "code-edit") -> list[list[dict[str, str]]]:
-    """``count`` first user turns of the workload's shipped prompt sets, taken from each set in turn."""
+def load_prompts(count: int, workload: str = "code-edit") -> list[tuple[str, list[dict[str, str]]]]:
+    """``count`` (workload, chat) pairs: first user turns of the workload's shipped prompt sets, one
+    from each set in turn."""
     from specplug.lab.bench._tracegen import first_user_turns
 
-    sets = [first_user_turns(name, count) for name in WORKLOADS[workload]]
-    return [chat for group in zip(*sets) for chat in group][:count]
+    names = {"spec-bench": "chat"}
+    sets = [[(names.get(name, name), chat) for chat in first_user_turns(name, count)] for name in WORKLOADS[workload]]
+    return [pair for group in zip(*sets) for pair in group][:count]
 
 
 def build(label: str, args, stats_file: Path | None = None):
@@ -82,21 +84,44 @@ def spec_counters(llm) -> dict[str, float]:
     return found
 
 
-def one_pass(llm, chats, params) -> tuple[float, list[list[int]]]:
-    """Tokens/s over the prompts, one request at a time (batch 1), and the outputs."""
-    tokens, elapsed, outputs = 0, 0.0, []
-    for chat in chats:
+def one_pass(llm, prompts, params) -> list[dict]:
+    """One request at a time (batch 1): per prompt its workload, tokens, seconds, this engine's
+    spec-decode counters over it, and its output."""
+    results = []
+    for workload, chat in prompts:
+        before = spec_counters(llm)
         began = time.perf_counter()
         out = llm.chat([chat], params, use_tqdm=False)[0]
-        elapsed += time.perf_counter() - began
-        tokens += len(out.outputs[0].token_ids)
-        outputs.append(list(out.outputs[0].token_ids))
-    return tokens / elapsed, outputs
+        seconds = time.perf_counter() - began
+        after = spec_counters(llm)
+        ids = list(out.outputs[0].token_ids)
+        results.append({"workload": workload, "tokens": len(ids), "seconds": seconds, "output": ids,
+                        "counters": {name: value - before.get(name, 0.0) for name, value in after.items()}})
+    return results
 
 
-def run_all(labels: list[str], chats, args) -> list[dict]:
+def summarize(label: str, workload: str, passes: list[list[dict]], by_source: dict) -> dict:
+    """One table row: a method on one workload ("all": every prompt), over the passes."""
+    rates, counted = [], {}
+    for results in passes:
+        chosen = [r for r in results if workload in ("all", r["workload"])]
+        rates.append(sum(r["tokens"] for r in chosen) / sum(r["seconds"] for r in chosen))
+        for r in chosen:
+            for name, value in r["counters"].items():
+                counted[name] = counted.get(name, 0.0) + value
+    drafted, drafts = counted.get("num_draft_tokens", 0.0), counted.get("num_drafts", 0.0)
+    return {"method": label, "workload": workload,
+            "acceptance": counted.get("num_accepted_tokens", 0.0) / drafted if drafted else None,
+            "accepted_per_draft": counted.get("num_accepted_tokens", 0.0) / drafts if drafts else None,
+            "drafts_by_source": by_source if workload == "all" else {}, "spec_counters": counted,
+            "tok_s_median": statistics.median(rates), "tok_s_min": min(rates), "tok_s_max": max(rates), "passes": rates,
+            "outputs": [r["output"] for r in passes[-1] if workload in ("all", r["workload"])]}
+
+
+def run_all(labels: list[str], prompts, args) -> list[dict]:
     """All engines built first, then the passes interleaved (method by method, repeat by repeat),
-    so that a change in the machine's load falls on every method alike."""
+    so that a change in the machine's load falls on every method alike. One row per method and
+    workload, plus "all" when the prompts mix workloads."""
     from vllm import SamplingParams
 
     params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens)
@@ -105,39 +130,24 @@ def run_all(labels: list[str], chats, args) -> list[dict]:
         if label.startswith("specplug.hybrid") and args.stats_dir:
             stats_files[label] = args.stats_dir / f"{label.split()[0]}.json"
         engines[label] = build(label, args, stats_files.get(label))
-        engines[label].chat(chats[:1], params, use_tqdm=False)  # warm-up
-    passes: dict[str, list[float]] = {label: [] for label in labels}
-    outputs: dict[str, list[list[int]]] = {}
-    counted: dict[str, dict[str, float]] = {label: {} for label in labels}
+        engines[label].chat([prompts[0][1]], params, use_tqdm=False)  # warm-up
+    passes: dict[str, list[list[dict]]] = {label: [] for label in labels}
     for _ in range(args.repeats):
         for label in labels:
-            before = spec_counters(engines[label])
-            rate, outputs[label] = one_pass(engines[label], chats, params)
-            for name, value in spec_counters(engines[label]).items():
-                counted[label][name] = counted[label].get(name, 0.0) + value - before.get(name, 0.0)
-            passes[label].append(rate)
+            passes[label].append(one_pass(engines[label], prompts, params))
+    workloads = list(dict.fromkeys(workload for workload, _ in prompts))
+    if len(workloads) > 1:
+        workloads.append("all")
     rows = []
-    for label in labels:
-        drafted = counted[label].get("num_draft_tokens", 0.0)
-        by_source = {}
-        if label in stats_files:
-            from specplug_adapters.vllm import read_stats
+    for workload in workloads:
+        for label in labels:
+            by_source = {}
+            if label in stats_files:
+                from specplug_adapters.vllm import read_stats
 
-            counters = read_stats(stats_files[label])["counters"]
-            by_source = {key.removeprefix("drafts."): value for key, value in counters.items() if key.startswith("drafts.")}
-        rows.append({
-            "acceptance": counted[label].get("num_accepted_tokens", 0.0) / drafted if drafted else None,
-            "accepted_per_draft": (counted[label].get("num_accepted_tokens", 0.0) / counted[label]["num_drafts"]
-                                   if counted[label].get("num_drafts") else None),
-            "drafts_by_source": by_source,
-            "spec_counters": counted[label],
-            "method": label,
-            "tok_s_median": statistics.median(passes[label]),
-            "tok_s_min": min(passes[label]),
-            "tok_s_max": max(passes[label]),
-            "passes": passes[label],
-            "outputs": outputs[label],
-        })
+                counters = read_stats(stats_files[label])["counters"]
+                by_source = {key.removeprefix("drafts."): value for key, value in counters.items() if key.startswith("drafts.")}
+            rows.append(summarize(label, workload, passes[label], by_source))
     return rows
 
 
@@ -162,23 +172,22 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{EAGLE_HEAD} is missing: run scripts/setup_vllm.sh (it installs the trained EAGLE head)")
     if args.stats_dir:
         args.stats_dir.mkdir(parents=True, exist_ok=True)
-    chats = load_prompts(args.prompts, args.workload)
-    rows = run_all(args.methods, chats, args)
-    base = next((row for row in rows if row["method"] == "none"), None)
-    print("\n| method | tok/s median | min-max | vs none | output = none | acceptance | accepted/draft | drafts by source |")
-    print("|---|---|---|---|---|---|---|---|")
+    prompts = load_prompts(args.prompts, args.workload)
+    rows = run_all(args.methods, prompts, args)
+    print("\n| workload | method | tok/s median | min-max | vs none | output = none | acceptance | accepted/draft | drafts by source |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
-        ratio = row["tok_s_median"] / base["tok_s_median"] if base else float("nan")
-        same = "yes" if base and row["outputs"] == base["outputs"] else "no"
-        print(f"| {row['method']} | {row['tok_s_median']:.1f} | {row['tok_s_min']:.1f}-{row['tok_s_max']:.1f} "
-              f"| {ratio:.2f}x | {same} | {_fmt(row['acceptance'])} | {_fmt(row['accepted_per_draft'])} "
+        base = next((r for r in rows if r["method"] == "none" and r["workload"] == row["workload"]), None)
+        row["vs_none"] = row["tok_s_median"] / base["tok_s_median"] if base else None
+        row["output_equals_none"] = bool(base) and row["outputs"] == base["outputs"]
+        print(f"| {row['workload']} | {row['method']} | {row['tok_s_median']:.1f} | {row['tok_s_min']:.1f}-{row['tok_s_max']:.1f} "
+              f"| {_fmt(row['vs_none'])}x | {'yes' if row['output_equals_none'] else 'no'} | {_fmt(row['acceptance'])} "
+              f"| {_fmt(row['accepted_per_draft'])} "
               f"| {', '.join(f'{k} {v:.0f}' for k, v in row['drafts_by_source'].items()) or '-'} |")
     if args.out:
-        saved = [{key: value for key, value in row.items() if key != "outputs"} for row in rows]
-        for row, full in zip(saved, rows):
-            row["output_equals_none"] = bool(base) and full["outputs"] == base["outputs"]
         from specplug._outputs import write_text_atomic
 
+        saved = [{key: value for key, value in row.items() if key != "outputs"} for row in rows]
         settings = vars(args) | {"out": str(args.out), "stats_dir": str(args.stats_dir) if args.stats_dir else None}
         write_text_atomic(args.out, json.dumps({"args": settings, "rows": saved}, indent=1) + "\n")
     return 0

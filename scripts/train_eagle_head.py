@@ -34,6 +34,7 @@ import ast
 import hashlib
 import json
 import math
+import os
 import random
 import sys
 import sysconfig
@@ -52,21 +53,42 @@ CODE_TASKS = (
     "Rewrite this Python function so that it is easier to read:",
     "Find possible bugs or edge cases in this Python function:",
 )
-TOPICS = ("the ocean", "a lighthouse keeper", "a robot learning to cook", "autumn in a small town", "a lost key",
+TOPICS = ("the ocean", "a rainy afternoon", "a space station", "a family dinner", "a music festival", "a desert oasis",
+          "a hospital night shift", "a school science fair", "a farmers market", "an abandoned castle", "a lighthouse keeper", "a robot learning to cook", "autumn in a small town", "a lost key",
           "the first day at a new job", "a journey by train", "a city garden", "a chess tournament", "a storm at sea",
           "an old library", "a friendly dragon", "a mountain village", "a bakery at dawn", "a solar eclipse")
 CONCEPTS = ("recursion", "photosynthesis", "inflation", "the water cycle", "a hash table", "gravity", "compound interest",
             "machine learning", "the immune system", "a binary search", "supply and demand", "plate tectonics",
             "a linked list", "electric circuits", "version control with git", "the greenhouse effect", "vaccines",
-            "sorting algorithms", "HTTP requests", "the French Revolution")
+            "sorting algorithms", "HTTP requests", "the French Revolution", "democracy", "probability",
+            "renewable energy", "the Roman Empire", "neural networks", "encryption", "climate change", "a database index",
+            "the stock market", "evolution", "operating systems", "the printing press", "black holes", "nutrition")
 ACTIVITIES = ("learning a new language", "saving money", "sleeping better", "writing clean code", "running a marathon",
-              "studying for exams", "working from home", "public speaking", "growing tomatoes", "traveling on a budget")
+              "studying for exams", "working from home", "public speaking", "growing tomatoes", "traveling on a budget",
+              "starting a small business", "training a puppy", "cooking for a party", "learning to swim",
+              "reviewing a pull request", "moving to a new city", "planning a wedding", "writing a resume")
 INSTRUCTIONS = (
     "Write a short story about {topic}.", "Write a poem about {topic}.", "Describe {topic} in a few sentences.",
     "Explain {concept} in simple terms.", "What are the advantages and disadvantages of {concept}?",
     "Give an example that illustrates {concept}.", "Give five tips for {activity}.",
     "Write a short plan for {activity}.", "What are common mistakes when {activity}?",
     "Write a Python function that demonstrates {concept}.",
+    "Write a blog post about {topic}.", "Write a formal email to a colleague about {activity}.",
+    "Compare {concept} and {concept2}: how are they alike and how do they differ?",
+    "Imagine you are a teacher. Explain {concept} to a ten-year-old.",
+    "Pretend to be a tour guide and describe {topic}.", "Summarize the history of {concept} in one paragraph.",
+    "Write a dialogue between two friends about {activity}.", "List the steps to get started with {activity}.",
+    "Why is {concept} important? Answer in three sentences.", "Write a product description for a book about {topic}.",
+    "A student says {concept} is easy. Write a short answer explaining what is hard about it.",
+    "Give three questions a reader might ask about {topic}, and answer them.",
+)
+MATH = (
+    "A shop sells pencils at {a} cents each. How much do {b} pencils cost? Explain your reasoning.",
+    "Tom has {a} apples and gives {b} to his friend. Then he buys {c} more. How many apples does he have?",
+    "A train travels {a} km in {b} hours. What is its average speed?",
+    "What is {a} multiplied by {b}, minus {c}? Show the steps.",
+    "A rectangle is {a} cm long and {b} cm wide. What are its area and perimeter?",
+    "If {a} workers build a wall in {b} days, how long do {c} workers need at the same pace?",
 )
 
 
@@ -89,12 +111,11 @@ def build_prompts(count: int, code_share: float, max_code_chars: int, seed: int)
                 if text and 120 <= len(text) <= max_code_chars:
                     functions.append(text)
     rng.shuffle(functions)
-    general = sorted({template.format(topic=topic, concept=concept, activity=activity)
-                      for template in INSTRUCTIONS for topic in TOPICS[:5] for concept in CONCEPTS[:5]
-                      for activity in ACTIVITIES[:5]})
     general = sorted({template.format(topic=rng.choice(TOPICS), concept=rng.choice(CONCEPTS),
-                                      activity=rng.choice(ACTIVITIES)) for template in INSTRUCTIONS
-                      for _ in range(40)} | set(general))
+                                      concept2=rng.choice(CONCEPTS), activity=rng.choice(ACTIVITIES))
+                      for template in INSTRUCTIONS for _ in range(60)})
+    general += sorted({template.format(a=rng.randrange(2, 90), b=rng.randrange(2, 30), c=rng.randrange(2, 20))
+                       for template in MATH for _ in range(20)})
     rng.shuffle(general)
     code_count = min(len(functions), round(count * code_share))
     prompts = [f"{rng.choice(CODE_TASKS)}\n\n```python\n{text}\n```" for text in functions[:code_count]]
@@ -153,6 +174,115 @@ def distill(model, tokenizer, prompts: list[str], max_new: int, batch: int) -> l
             samples.append({"tokens": torch.tensor(tokens), "features": features.clone(), "labels": labels,
                             "prompt_len": real})
     return samples
+
+
+PASSAGE_ASKS = ("Explain the Python topic \"{name}\".", "How does \"{name}\" work in Python?",
+                "Tell me about \"{name}\" in the Python language reference.")
+
+
+def build_passages(count: int, max_chars: int, seed: int) -> list[tuple[str, str]]:
+    """``count`` (question, answer) pairs whose answers are passages of the Python documentation that
+    ships inside Python itself (``pydoc_data.topics``, the language reference's topics, PSF licence)."""
+    from pydoc_data.topics import topics
+
+    rng = random.Random(seed)
+    pairs = []
+    for name in sorted(topics):
+        chunk = ""
+        for paragraph in (part.strip() for part in topics[name].split("\n\n")):
+            if chunk and len(chunk) + len(paragraph) > max_chars:
+                pairs.append((rng.choice(PASSAGE_ASKS).format(name=name), chunk.strip()))
+                chunk = ""
+            chunk += paragraph[:max_chars] + "\n\n" if paragraph else ""
+        if chunk.strip():
+            pairs.append((rng.choice(PASSAGE_ASKS).format(name=name), chunk.strip()))
+    rng.shuffle(pairs)
+    return pairs[:count]
+
+
+def teacher_forced(model, tokenizer, pairs: list[tuple[str, str]], batch: int) -> list[dict]:
+    """Chats whose answer is given text: the fp32 target's post-norm features over the whole sequence,
+    and its greedy label (argmax of the LM head) at every position, in one batched forward each.
+
+    EAGLE itself trains on fixed conversations rather than regenerated ones; a forward is several times
+    cheaper per token here than generating, so most of the data comes this way."""
+    import torch
+
+    lm_head = model.get_output_embeddings().weight
+    samples = []
+    for start in range(0, len(pairs), batch):
+        chunk = pairs[start:start + batch]
+        asks = [tokenizer.apply_chat_template([{"role": "user", "content": ask}], tokenize=False,
+                                              add_generation_prompt=True) for ask, _ in chunk]
+        chats = [head + answer + "<|im_end|>" for head, (_, answer) in zip(asks, chunk)]
+        tokenizer.padding_side = "right"  # real positions keep positions 0..n-1 under a causal mask
+        encoded = tokenizer(chats, return_tensors="pt", padding=True, add_special_tokens=False)
+        tokenizer.padding_side = "left"
+        with torch.no_grad():
+            features = model.model(**encoded).last_hidden_state  # after the final norm
+            labels = (features @ lm_head.T).argmax(-1)
+        for row, ask in enumerate(asks):
+            real = int(encoded["attention_mask"][row].sum())
+            prompt_len = len(tokenizer(ask, add_special_tokens=False)["input_ids"])
+            samples.append({"tokens": encoded["input_ids"][row, :real].clone(), "features": features[row, :real].clone(),
+                            "labels": labels[row, :real].clone(), "prompt_len": prompt_len})
+    return samples
+
+
+# --- data workers ----------------------------------------------------------------------------------
+# Each worker runs one-thread forwards in its own session: with the kernel's per-session scheduling
+# groups (sched_autogroup), one process of two threads on a shared 2-core machine spends most of its time
+# at OpenMP barriers, while separate one-thread sessions each get their share of the CPU.
+_WORKER: dict = {}
+
+
+def _start_worker(target: str, threads: int, own_session: bool) -> None:
+    import torch
+
+    if own_session:
+        try:
+            os.setsid()
+        except OSError:
+            pass
+    torch.set_num_threads(threads)
+    _WORKER["model"], _WORKER["tokenizer"] = load_target(Path(target))
+
+
+def _run_job(job: tuple) -> list[dict]:
+    kind, items, size = job
+    model, tokenizer = _WORKER["model"], _WORKER["tokenizer"]
+    if kind == "answers":
+        samples = distill(model, tokenizer, items, size, len(items))
+    else:
+        samples = teacher_forced(model, tokenizer, items, len(items))
+    return [{key: value.numpy() if hasattr(value, "numpy") else value for key, value in s.items()} for s in samples]
+
+
+def run_jobs(jobs: list[tuple], target: Path, workers: int, threads: int) -> list[list[dict]]:
+    """Each job's samples, in job order (so the data do not depend on which worker ran what)."""
+    import torch
+
+    results = []
+    began = time.time()
+    if workers == 1:
+        _start_worker(str(target), threads, own_session=False)
+        outputs = map(_run_job, jobs)
+        pool = None
+    else:
+        import multiprocessing
+
+        pool = multiprocessing.get_context("spawn").Pool(workers, _start_worker, (str(target), threads, True))
+        outputs = pool.imap(_run_job, jobs)
+    for index, samples in enumerate(outputs, start=1):
+        results.append([{key: torch.from_numpy(value) if hasattr(value, "dtype") else value for key, value in s.items()}
+                        for s in samples])
+        if index % max(1, len(jobs) // 10) == 0 or index == len(jobs):
+            tokens = sum(len(s["tokens"]) for part in results for s in part)
+            print(f"  data job {index}/{len(jobs)}: {tokens} tokens so far, {time.time() - began:.0f} s", flush=True)
+    if pool is not None:
+        pool.close()
+        pool.join()
+    return results
 
 
 class EagleHead:
@@ -344,6 +474,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=192, help="training prompts to answer")
     parser.add_argument("--code-share", type=float, default=0.5, help="share of prompts made from stdlib code")
     parser.add_argument("--max-code-chars", type=int, default=700)
+    parser.add_argument("--passages", type=int, default=160, help="documentation passages to teacher-force")
+    parser.add_argument("--passage-chars", type=int, default=1400)
+    parser.add_argument("--text-batch", type=int, default=8, help="passages per forward")
+    parser.add_argument("--workers", type=int, default=2, help="data processes, one thread each")
     parser.add_argument("--max-new", type=int, default=128, help="answer tokens per training prompt")
     parser.add_argument("--gen-batch", type=int, default=16)
     parser.add_argument("--epochs", type=float, default=3.0)
@@ -360,8 +494,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.tiny:
         args.prompts, args.code_share, args.max_new, args.gen_batch = 2, 0.0, 6, 2
+        args.passages, args.passage_chars, args.text_batch, args.workers = 2, 300, 2, 1
         args.epochs, args.batch, args.eval_prompts, args.eval_new, args.eval_positions = 1.0, 2, 1, 6, 2
-    for name in ("prompts", "max_new", "gen_batch", "batch", "seq_len", "unroll", "eval_new", "eval_positions", "threads"):
+    for name in ("prompts", "passages", "passage_chars", "text_batch", "workers", "max_new", "gen_batch", "batch", "seq_len", "unroll", "eval_new", "eval_positions", "threads"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if not (args.target / "config.json").is_file():
@@ -386,17 +521,28 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.time()
     prompts, source = build_prompts(args.prompts, args.code_share, args.max_code_chars, args.seed)
-    samples = distill(model, tokenizer, prompts, args.max_new, args.gen_batch)
+    passages = build_passages(args.passages, args.passage_chars, args.seed)
+    prompts.sort(key=len)  # batches of similar length waste less on padding
+    passages.sort(key=lambda pair: len(pair[0]) + len(pair[1]))
+    eval_prompts = held_out_prompts(args.eval_prompts)
+    jobs = [("answers", eval_prompts, args.eval_new)]
+    jobs += [("answers", prompts[i:i + args.gen_batch], args.max_new) for i in range(0, len(prompts), args.gen_batch)]
+    jobs += [("passages", passages[i:i + args.text_batch], 0) for i in range(0, len(passages), args.text_batch)]
+    print(f"data: {len(prompts)} prompts answered by the target, {len(passages)} documentation passages "
+          f"teacher-forced, in {len(jobs)} jobs on {args.workers} worker(s)", flush=True)
+    results = run_jobs(jobs, args.target, args.workers, args.threads)
+    eval_samples = results[0]
+    answered = [s for part in results[1:1 + math.ceil(len(prompts) / args.gen_batch)] for s in part]
+    forced = [s for part in results[1 + math.ceil(len(prompts) / args.gen_batch):] for s in part]
+    samples = answered + forced
     tokens = sum(len(s["tokens"]) for s in samples)
     answer_tokens = sum(len(s["tokens"]) - s["prompt_len"] for s in samples)
     phase("distill", start)
-    print(f"data: {len(samples)} prompts ({source}), {tokens} tokens ({answer_tokens} answer tokens), "
+    source |= {"answered_prompts": len(answered), "answered_tokens": sum(len(s["tokens"]) for s in answered),
+               "passages": len(forced), "passage_tokens": sum(len(s["tokens"]) for s in forced),
+               "passage_source": "pydoc_data.topics (the Python documentation inside Python, PSF licence)"}
+    print(f"data: {len(samples)} sequences ({source}), {tokens} tokens ({answer_tokens} answer tokens), "
           f"{tokens / max(clock['distill'], 1e-9):.0f} tokens/s through the fp32 target", flush=True)
-
-    start = time.time()
-    eval_prompts = held_out_prompts(args.eval_prompts)
-    eval_samples = distill(model, tokenizer, eval_prompts, args.eval_new, args.gen_batch)
-    phase("eval-data", start)
 
     vocab = torch.unique(torch.cat([s["labels"] for s in samples]))
     vocab_index = torch.full((lm_head.shape[0],), 0, dtype=torch.long)
