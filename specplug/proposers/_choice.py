@@ -9,7 +9,7 @@ and :func:`finish_rows` turns every row's choice into its draft: the neural draf
 an agreeing lookup's, or the lookup's cut. The per-request path runs the same two kernels with
 one row: the batch and per-request paths share one implementation.
 
-Every number is computed as numpy computed it before these kernels (sequential cumulative sums and products, numpy's pairwise ``sum``), so that drafts do not
+Both paths run the same arithmetic in the same order (sums in position order), so drafts do not
 depend on the path.
 """
 
@@ -38,87 +38,14 @@ NOT_DRAFTED, EMPTY = -2, -1
 
 
 @njit(cache=True)
-def _block_sum(values: np.ndarray, first: int, count: int) -> float:  # pragma: no cover - compiled
-    # numpy's pairwise summation (``ndarray.sum``) of at most 128 float64 values, to the bit
-    if count < 8:
-        total = 0.0
-        for i in range(count):
-            total += values[first + i]
-        return total
-    r0, r1, r2, r3 = values[first], values[first + 1], values[first + 2], values[first + 3]
-    r4, r5, r6, r7 = values[first + 4], values[first + 5], values[first + 6], values[first + 7]
-    i = 8
-    while i < count - (count % 8):
-        at = first + i
-        r0 += values[at]
-        r1 += values[at + 1]
-        r2 += values[at + 2]
-        r3 += values[at + 3]
-        r4 += values[at + 4]
-        r5 += values[at + 5]
-        r6 += values[at + 6]
-        r7 += values[at + 7]
-        i += 8
-    total = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < count:
-        total += values[first + i]
-        i += 1
-    return total
-
-
-# numpy splits more than 128 values in halves (a multiple of 8 first), recursively; numba caches
-# no recursive function, so each level is written out: a half of n values holds at most
-# n / 2 + 8, and five levels cover drafts of up to 1024 positions (the most a composite tracks)
-
-
-@njit(cache=True)
-def _sum_1(values: np.ndarray, first: int, count: int) -> float:  # pragma: no cover - compiled
-    if count <= 128:
-        return _block_sum(values, first, count)
-    half = count // 2 - (count // 2) % 8
-    return _block_sum(values, first, half) + _block_sum(values, first + half, count - half)
-
-
-@njit(cache=True)
-def _sum_2(values: np.ndarray, first: int, count: int) -> float:  # pragma: no cover - compiled
-    if count <= 128:
-        return _block_sum(values, first, count)
-    half = count // 2 - (count // 2) % 8
-    return _sum_1(values, first, half) + _sum_1(values, first + half, count - half)
-
-
-@njit(cache=True)
-def _sum_3(values: np.ndarray, first: int, count: int) -> float:  # pragma: no cover - compiled
-    if count <= 128:
-        return _block_sum(values, first, count)
-    half = count // 2 - (count // 2) % 8
-    return _sum_2(values, first, half) + _sum_2(values, first + half, count - half)
-
-
-@njit(cache=True)
-def _sum_4(values: np.ndarray, first: int, count: int) -> float:  # pragma: no cover - compiled
-    if count <= 128:
-        return _block_sum(values, first, count)
-    half = count // 2 - (count // 2) % 8
-    return _sum_3(values, first, half) + _sum_3(values, first + half, count - half)
-
-
-@njit(cache=True)
-def _numpy_sum(values: np.ndarray, first: int, count: int) -> float:  # pragma: no cover - compiled
-    if count <= 128:
-        return _block_sum(values, first, count)
-    half = count // 2 - (count // 2) % 8
-    return _sum_4(values, first, half) + _sum_4(values, first + half, count - half)
-
-
-@njit(cache=True)
-def _expected(accepted: np.ndarray, count: int, scratch: np.ndarray) -> float:  # pragma: no cover - compiled
-    # float(np.cumprod(accepted[:count]).sum())
-    product = 1.0
+def _expected(accepted: np.ndarray, count: int) -> float:  # pragma: no cover - compiled
+    # expected accepted tokens of a draft of ``count`` tokens, sum_{j<count} prod_{i<=j} p_i,
+    # summed in order as _best_cut sums it (the batch and per-request paths share this arithmetic)
+    product = total = 0.0
     for j in range(count):
         product = accepted[j] if j == 0 else product * accepted[j]
-        scratch[j] = product
-    return _numpy_sum(scratch, 0, count)
+        total = product if j == 0 else total + product
+    return total
 
 
 @njit(cache=True)
@@ -217,7 +144,6 @@ def choose_rows(
     p_neural = np.empty(positions)
     p_confirmed = np.empty(positions)
     towards = np.empty(positions)
-    scratch = np.empty(positions)
     for row in range(len(slots)):
         slot = slots[row]
         own_d, own_a = own_drafted[slot], own_accepted[slot]
@@ -247,8 +173,8 @@ def choose_rows(
             _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
                      prior, weight, explore, steps[0], p_neural)
             longest = min(limit, neural_longest[0]) if neural_longest[0] > 0 else limit
-            lookup_expected = _expected(p_lookup, n, scratch)
-            neural_expected = _expected(p_neural, longest, scratch)
+            lookup_expected = _expected(p_lookup, n)
+            neural_expected = _expected(p_neural, longest)
             if n > 0 and lookup_expected >= neural_expected - margin:
                 choice[row], cut[row], expected[row] = 0, n, lookup_expected
             else:

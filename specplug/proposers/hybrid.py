@@ -156,12 +156,15 @@ class HybridProposer(CompositeProposer):
     def expected(self, request_id: RequestId, *, lookup_tokens: int, lookup_band: int, neural_tokens: int) -> tuple[float, float]:
         """Expected accepted tokens of a lookup draft (length, score band) and of a neural draft."""
         lookup, neural = self.acceptance(request_id, lookup_band)
-        lookup_expected = float(np.cumprod(lookup[:lookup_tokens]).sum())
-        neural_expected = float(np.cumprod(neural[:neural_tokens]).sum())
-        return lookup_expected, neural_expected
+        return _expected_tokens(lookup[:lookup_tokens]), _expected_tokens(neural[:neural_tokens])
 
     def _neural_longest(self, index: int) -> int:
         return self.options.neural_max_tokens or self.neural.max_draft_tokens or 0
+
+
+def _expected_tokens(accepted: np.ndarray) -> float:
+    # sum_j prod_{i<=j} p_i, summed in position order as the choice kernel sums it
+    return float(np.cumsum(np.cumprod(accepted))[-1]) if len(accepted) else 0.0
 
 
 @hookimpl
