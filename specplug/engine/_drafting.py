@@ -10,6 +10,7 @@ import numpy as np
 
 from specplug import BatchStep, Draft, GuardedProposer, Proposer, RequestId
 from specplug.engine._keyed import KeyedHistorySync
+from specplug.engine._pieces import step_of_pieces
 from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter
 from specplug.engine._sync import BatchSync, HistoryStep, SingleRequestSync
 
@@ -157,15 +158,8 @@ class EngineDrafting:
             row_limits = limits[np.asarray(rows, dtype=np.int64)] if rows else np.empty(0, dtype=np.int64)
         else:
             rows, ids, pieces, row_limits = range(len(plan.rows)), plan.rows, plan.new_tokens, limits[: len(plan.rows)]
-        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-        offsets[1:] = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
-        step = BatchStep(
-            ids,
-            np.concatenate(pieces) if len(pieces) else np.empty(0, dtype=np.int64),
-            offsets,
-            np.maximum(row_limits, 0),
-            plan.started,
-            plan.stopped_first + plan.stopped_absent,
+        step = step_of_pieces(
+            ids, pieces, np.maximum(row_limits, 0), plan.started, plan.stopped_first + plan.stopped_absent
         )
         got = self.guard.step_batch(step)
         self.stats.step()
@@ -215,10 +209,7 @@ class EngineDrafting:
             limits.append(max(int(limit), 0))
             asked.append(position)
         self._pass_batch_size(len(rows) if batch_size is None else batch_size)
-        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-        offsets[1:] = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
-        flat = np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64)
-        got = self.guard.step_batch(BatchStep(ids, flat, offsets, np.array(limits, dtype=np.int64), started, stopped))
+        got = self.guard.step_batch(step_of_pieces(ids, pieces, np.array(limits, dtype=np.int64), started, stopped))
         self.stats.step()
         empty = Draft((), self.guard.name, 0.0)
         drafts = [empty] * len(rows)

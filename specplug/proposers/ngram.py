@@ -138,7 +138,7 @@ class NgramProposer(Proposer):
         slots = self._slots
         buffer.length = int(slots.lengths[index.slot])  # the batch kernel may have moved it
         moved = buffer.reserve(len(tokens))
-        needed = int(index.used.max()) + len(tokens)
+        needed = max(index.used.tolist()) + len(tokens)  # a few rows: a list beats a numpy reduction
         if needed > kernels.MAX_LOAD * index.positions.shape[1]:
             moved = True
             # Grow to a load of about a half and rebuild from the tokens: amortised O(1).
