@@ -146,7 +146,7 @@ class EngineDrafting:
 
     def _step(self, new_tokens, lengths, histories, limits, request_ids, live, batch_size, before_drafting):
         """Plan the batch's lifecycle, then one ``step_batch``: (each row's id or None, the rows asked, drafts)."""
-        plan = self.batch.plan(new_tokens, lengths, histories, request_ids, live)
+        plan = self.batch.plan(new_tokens, lengths, histories, request_ids, live, with_calls=False)
         self._pass_batch_size(len(plan.rows) if batch_size is None else batch_size)
         if before_drafting is not None:
             before_drafting(plan.rows)

@@ -9,7 +9,7 @@ itself, so a single row takes its array as it is and the offsets are summed by
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import accumulate
+from itertools import accumulate, chain
 
 import numpy as np
 
@@ -30,7 +30,7 @@ def step_of_pieces(
     started: Sequence[tuple[RequestId, np.ndarray]] = (),
     stopped: Sequence[RequestId] = (),
 ) -> BatchStep:
-    """The step of rows ``request_ids`` whose new tokens are ``pieces`` (int64 arrays, one per row).
+    """The step of rows ``request_ids`` whose new tokens are ``pieces`` (int arrays or lists of ints, one per row).
 
     >>> step = step_of_pieces(["a", "b"], [np.array([5, 6]), np.array([7])], np.array([4, 4]))
     >>> step.new_tokens.tolist(), step.offsets.tolist()
@@ -38,13 +38,16 @@ def step_of_pieces(
     """
     rows = len(pieces)
     if rows == 1:
-        tokens = pieces[0]
+        tokens = np.asarray(pieces[0], dtype=np.int64)
         offsets = np.array((0, len(tokens)), dtype=np.int64)
     elif rows:
-        tokens = np.concatenate(pieces)
         offsets = np.fromiter(accumulate(map(len, pieces), initial=0), dtype=np.int64, count=rows + 1)
+        if pieces[0].__class__ is np.ndarray:
+            tokens = np.concatenate(pieces)
+        else:  # lists of ints (vLLM's sampled tokens): one pass in C, no array per row
+            tokens = np.fromiter(chain.from_iterable(pieces), dtype=np.int64, count=int(offsets[-1]))
+        if tokens.dtype != np.int64:
+            tokens = tokens.astype(np.int64)
     else:
         tokens, offsets = _NO_TOKENS, _NO_OFFSETS
-    if tokens.dtype != np.int64:
-        tokens = tokens.astype(np.int64)
     return BatchStep(request_ids, tokens, offsets, limits, started, stopped)
