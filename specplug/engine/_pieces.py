@@ -35,6 +35,8 @@ def step_of_pieces(
     >>> step = step_of_pieces(["a", "b"], [np.array([5, 6]), np.array([7])], np.array([4, 4]))
     >>> step.new_tokens.tolist(), step.offsets.tolist()
     ([5, 6, 7], [0, 2, 3])
+    >>> step_of_pieces(["a", "b", "c"], [[5], [], [6, 7]], np.array([1, 1, 1])).offsets.tolist()
+    [0, 1, 1, 3]
     """
     rows = len(pieces)
     if rows == 1:
