@@ -807,6 +807,8 @@ class Proposer(abc.ABC):
                 drafts.append(check_draft(self.propose(request_id, limit), limit, self.name) if limit > 0 else empty)
             return BatchDrafts.from_drafts(drafts, accepted, max(limits, default=0))
         pending = self._pending
+        if rows == 1:  # a single-sequence engine's step: the loop's bookkeeping costs as much as the hooks
+            return self._step_one(ids[0], new_tokens, limits[0], empty)
         flat = new_tokens.tolist()
         for row, request_id in enumerate(ids):
             begin, end = bounds[row], bounds[row + 1]
@@ -825,6 +827,24 @@ class Proposer(abc.ABC):
                 draft = empty
             drafts.append(draft)
         return BatchDrafts.from_drafts(drafts, accepted, max(limits, default=0))
+
+    def _step_one(self, request_id: RequestId, new_tokens: np.ndarray, limit: int, empty: Draft | None) -> BatchDrafts:
+        """:meth:`_step_rows` for one row (the same hook calls, without the loop's lists)."""
+        pending = self._pending
+        accepted = 0
+        if len(new_tokens):
+            last = pending[request_id]
+            pending[request_id] = None
+            count = draft_accepted(last, new_tokens.tolist()) if last is not None else 0
+            self._extend(request_id, new_tokens)
+            if last is not None:
+                accepted = count
+                self._observe(request_id, last, count)
+        if limit > 0:
+            draft = pending[request_id] = check_draft(self._propose(request_id, limit), limit, self.name)
+        else:
+            draft = empty
+        return BatchDrafts.from_drafts([draft], [accepted], limit)
 
     def active_requests(self) -> list[RequestId]:
         """Ids of the requests started and not yet stopped."""
