@@ -655,7 +655,10 @@ class Proposer(abc.ABC):
     def _check_step(self, step: BatchStep) -> BatchStep:
         """Check a step before anything changes; return it with int64 arrays."""
         # Few numpy calls: at small batches each costs about as much as the step's lookups.
-        if step.__class__ is BatchStep and len(step.request_ids) == 1 and self._one_row_ok(step):
+        if (
+            step.__class__ is BatchStep and step.request_ids.__class__ in (list, tuple)
+            and len(step.request_ids) == 1 and self._one_row_ok(step)
+        ):
             return step
         if not isinstance(step, BatchStep):
             raise InvalidOptionError(f"step_batch takes a BatchStep; got {type(step).__name__} {step!r:.60}")
@@ -752,8 +755,8 @@ class Proposer(abc.ABC):
         """
         ids, offsets, limits, tokens = step.request_ids, step.offsets, step.limits, step.new_tokens
         if (
-            step.started or step.stopped or ids.__class__ not in (list, tuple)
-            or step.started.__class__ not in (list, tuple) or step.stopped.__class__ not in (list, tuple)
+            step.started.__class__ not in (list, tuple) or step.stopped.__class__ not in (list, tuple)
+            or step.started or step.stopped
             or offsets.__class__ is not np.ndarray or limits.__class__ is not np.ndarray
             or tokens.__class__ is not np.ndarray or offsets.dtype is not _INT64 or limits.dtype is not _INT64
             or tokens.dtype is not _INT64 or tokens.ndim != 1 or offsets.shape != (2,) or limits.shape != (1,)
@@ -816,7 +819,7 @@ class Proposer(abc.ABC):
                 last = pending[request_id]
                 pending[request_id] = None
                 count = draft_accepted(last, flat[begin:end]) if last is not None else 0
-                self._extend(request_id, new_tokens if rows == 1 else new_tokens[begin:end])
+                self._extend(request_id, new_tokens[begin:end])
                 if last is not None:
                     accepted[row] = count
                     self._observe(request_id, last, count)

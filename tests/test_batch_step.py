@@ -237,6 +237,7 @@ def test_a_bad_batch_step_names_the_bad_value_and_changes_nothing():
         (BatchStep(["a"], np.array([1]), np.array([1, 1]), np.array([2])), InvalidTokensError, "must rise"),
         (BatchStep(["a"], np.array([1]), np.array([0, 1, 1]), np.array([2])), InvalidTokensError, "shape"),
         (BatchStep(["a"], np.array([1]), np.array([0, 1]), np.array([2]), stopped=["a"]), RequestStateError, "'a'"),
+        (BatchStep(iter(["a"]), np.array([1]), np.array([0, 1]), np.array([2])), InvalidOptionError, "sequence"),
     ],
 )
 def test_a_bad_one_row_step_is_caught_as_a_bigger_one_is(step, error, match):
