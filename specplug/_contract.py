@@ -43,6 +43,7 @@ DraftKind = Literal["lookup", "neural"]
 DRAFT_KINDS: tuple[DraftKind, ...] = ("lookup", "neural")
 #: the largest token id specplug stores (the kernels keep int32 tokens)
 MAX_TOKEN_ID = int(np.iinfo(np.int32).max)
+_INT64 = np.dtype(np.int64)  # compared by identity: numpy keeps one instance of each builtin dtype
 
 
 def accepted_prefix(draft: Sequence[int] | np.ndarray, verified: Sequence[int] | np.ndarray) -> int:
@@ -377,7 +378,7 @@ class BatchDrafts:
         self = cls.__new__(cls)
         self._drafts = drafts
         self._width = width
-        self._accepted = np.asarray(accepted, dtype=np.int64)
+        self._accepted = accepted  # an array when first read: a one-row step's reader may never ask
         self._tokens = self._lengths = self._scores = self._needs_neural = None
         self._sources = None
         return self
@@ -387,7 +388,10 @@ class BatchDrafts:
 
     @property
     def accepted(self) -> np.ndarray:
-        return self._accepted
+        accepted = self._accepted
+        if accepted.__class__ is not np.ndarray:
+            accepted = self._accepted = np.asarray(accepted, dtype=np.int64)
+        return accepted
 
     @property
     def lengths(self) -> np.ndarray:
@@ -651,6 +655,11 @@ class Proposer(abc.ABC):
     def _check_step(self, step: BatchStep) -> BatchStep:
         """Check a step before anything changes; return it with int64 arrays."""
         # Few numpy calls: at small batches each costs about as much as the step's lookups.
+        if (
+            step.__class__ is BatchStep and step.request_ids.__class__ in (list, tuple)
+            and len(step.request_ids) == 1 and self._one_row_ok(step)
+        ):
+            return step
         if not isinstance(step, BatchStep):
             raise InvalidOptionError(f"step_batch takes a BatchStep; got {type(step).__name__} {step!r:.60}")
         if not isinstance(step.request_ids, Sequence) or isinstance(step.request_ids, (str, bytes)):
@@ -737,6 +746,36 @@ class Proposer(abc.ABC):
             step = replace(step, offsets=offsets, limits=limits, new_tokens=tokens, started=starts, stopped=stopped_ids)
         return step
 
+    def _one_row_ok(self, step: BatchStep) -> bool:
+        """True when a one-row step, as an engine of one sequence sends it, needs no other check.
+
+        The lean check of a single-sequence engine's step (llama.cpp, batch 1): int64 arrays,
+        no starts or stops, a live request, tokens in range. Anything else (False) takes the
+        full check, which names what is wrong; so this one never raises.
+        """
+        ids, offsets, limits, tokens = step.request_ids, step.offsets, step.limits, step.new_tokens
+        if (
+            step.started.__class__ not in (list, tuple) or step.stopped.__class__ not in (list, tuple)
+            or step.started or step.stopped
+            or offsets.__class__ is not np.ndarray or limits.__class__ is not np.ndarray
+            or tokens.__class__ is not np.ndarray or offsets.dtype is not _INT64 or limits.dtype is not _INT64
+            or tokens.dtype is not _INT64 or tokens.ndim != 1 or offsets.shape != (2,) or limits.shape != (1,)
+        ):
+            return False
+        begin, end = offsets.tolist()
+        if begin != 0 or end != len(tokens) or limits.tolist()[0] < 0:
+            return False
+        if end:
+            if end > 256:  # a long chunk (a prompt-sized extend): the full check's numpy reductions
+                return False
+            values = tokens.tolist()
+            if min(values) < 0 or max(values) > MAX_TOKEN_ID:
+                return False
+        try:
+            return ids[0] in self._pending
+        except TypeError:  # unhashable: the full check names it
+            return False
+
     def _step_batch(self, step: BatchStep) -> BatchDrafts:
         """The per-request path, row by row: the default, and the reference of every fast path."""
         self._step_lifecycle(step)
@@ -771,6 +810,8 @@ class Proposer(abc.ABC):
                 drafts.append(check_draft(self.propose(request_id, limit), limit, self.name) if limit > 0 else empty)
             return BatchDrafts.from_drafts(drafts, accepted, max(limits, default=0))
         pending = self._pending
+        if rows == 1:  # a single-sequence engine's step: the loop's bookkeeping costs as much as the hooks
+            return self._step_one(ids[0], new_tokens, limits[0], empty)
         flat = new_tokens.tolist()
         for row, request_id in enumerate(ids):
             begin, end = bounds[row], bounds[row + 1]
@@ -789,6 +830,24 @@ class Proposer(abc.ABC):
                 draft = empty
             drafts.append(draft)
         return BatchDrafts.from_drafts(drafts, accepted, max(limits, default=0))
+
+    def _step_one(self, request_id: RequestId, new_tokens: np.ndarray, limit: int, empty: Draft | None) -> BatchDrafts:
+        """:meth:`_step_rows` for one row (the same hook calls, without the loop's lists)."""
+        pending = self._pending
+        accepted = 0
+        if len(new_tokens):
+            last = pending[request_id]
+            pending[request_id] = None
+            count = draft_accepted(last, new_tokens.tolist()) if last is not None else 0
+            self._extend(request_id, new_tokens)
+            if last is not None:
+                accepted = count
+                self._observe(request_id, last, count)
+        if limit > 0:
+            draft = pending[request_id] = check_draft(self._propose(request_id, limit), limit, self.name)
+        else:
+            draft = empty
+        return BatchDrafts.from_drafts([draft], [accepted], limit)
 
     def active_requests(self) -> list[RequestId]:
         """Ids of the requests started and not yet stopped."""

@@ -225,6 +225,31 @@ def test_a_bad_batch_step_names_the_bad_value_and_changes_nothing():
     assert proposer.extend("a", [1, 2]) == 0 and proposer.propose("a", 2).tokens == (3, 1)
 
 
+@pytest.mark.parametrize(
+    ("step", "error", "match"),
+    [
+        (BatchStep(["zz"], np.array([1]), np.array([0, 1]), np.array([2])), RequestStateError, "'zz'"),
+        (BatchStep([["a"]], np.array([1]), np.array([0, 1]), np.array([2])), RequestStateError, "not hashable"),
+        (BatchStep(["a"], np.array([1]), np.array([0, 1]), np.array([-1])), InvalidOptionError, r"limits\[0\] = -1"),
+        (BatchStep(["a"], np.array([-4]), np.array([0, 1]), np.array([2])), InvalidTokensError, "negative"),
+        (BatchStep(["a"], np.array([1 << 40]), np.array([0, 1]), np.array([2])), InvalidTokensError, str(1 << 40)),
+        (BatchStep(["a"], np.array([1, 2]), np.array([0, 1]), np.array([2])), InvalidTokensError, "must rise"),
+        (BatchStep(["a"], np.array([1]), np.array([1, 1]), np.array([2])), InvalidTokensError, "must rise"),
+        (BatchStep(["a"], np.array([1]), np.array([0, 1, 1]), np.array([2])), InvalidTokensError, "shape"),
+        (BatchStep(["a"], np.array([1]), np.array([0, 1]), np.array([2]), stopped=["a"]), RequestStateError, "'a'"),
+        (BatchStep(iter(["a"]), np.array([1]), np.array([0, 1]), np.array([2])), InvalidOptionError, "sequence"),
+    ],
+)
+def test_a_bad_one_row_step_is_caught_as_a_bigger_one_is(step, error, match):
+    """A one-row step takes a lean check; whatever it does not vouch for goes to the full check."""
+    proposer = specplug.create("suffix")
+    proposer.start("a", [1, 2, 3, 1, 2])
+    with pytest.raises(error, match=match):
+        proposer.step_batch(step)
+    assert proposer.active_requests() == ["a"]
+    assert proposer.extend("a", [3]) == 0 and proposer.propose("a", 2).tokens == (1, 2)
+
+
 def test_a_fault_in_a_batch_path_costs_the_steps_rows_their_drafts_until_they_stop():
     from specplug import GuardedProposer
     from specplug.proposers.ngram import NgramOptions, NgramProposer

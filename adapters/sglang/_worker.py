@@ -7,11 +7,12 @@ instead of SGLang's C++ corpus, each decode step
 
 1. reads each request's history (``origin_input_ids + output_ids``, plus, under the overlap
    schedule, the accepted tokens not yet in ``output_ids``, as the n-gram worker does);
-2. brings the proposer in step through the engine layer (:class:`specplug.engine.EngineDrafting`):
-   new requests start, running ones extend by what they gained, and requests gone from the
-   decode batch (finished, aborted, retracted) stop;
-3. drafts each request within ``speculative_num_draft_tokens - 1`` tokens, the batch size
-   handed on, and writes the drafts as SGLang draft trees (:func:`draft_trees`): a chain for a
+2. brings the proposer in step and drafts, in one call through the engine layer
+   (:meth:`specplug.engine.EngineDrafting.step_requests`, requests by id with their
+   histories): new requests start, running ones extend by what they gained, requests gone
+   from the decode batch (finished, aborted, retracted) stop, and every request is drafted
+   within ``speculative_num_draft_tokens - 1`` tokens, the batch size handed on;
+3. writes the drafts as SGLang draft trees (:func:`draft_trees`): a chain for a
    single draft, a real tree where the proposer has alternatives (suffix: its vote grown into a
    speculation tree of the voters' continuations), at most ``speculative_ngram_max_bfs_breadth`` branches (1: chains only).
    SGLang's tree verify then accepts the longest branch the target agrees with.
@@ -51,6 +52,10 @@ class _History(Sequence[int]):
         return self._length
 
     def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice) and index.step is None:
+            # the engine layer reads a history's tail (what it gained, its fingerprint): only those parts
+            start, stop, _ = index.indices(self._length)
+            return self.tail(start)[: max(stop - start, 0)]
         return [int(token) for part in self._parts for token in part][index]
 
     def tail(self, start: int) -> list[int]:
@@ -67,7 +72,9 @@ class _History(Sequence[int]):
 def sync_requests(
     drafting: EngineDrafting, seen: dict[Any, int], request_ids: Sequence[Any], histories: Sequence[_History]
 ) -> tuple[list[Any], dict[Any, int]]:
-    """Bring ``drafting`` in step with this decode step's requests (None ids are left out of it).
+    """Bring ``drafting`` in step with this decode step's requests (None ids are left out of it);
+    the EAGLE overlay's sync (it drafts through :meth:`EngineDrafting.draft` after offering the
+    head's chains; the worker below syncs and drafts in one ``step_requests``).
 
     ``seen`` holds each request's history length at its last step; a request extends by what
     it gained since, a new one starts, one absent from the step stops. Returns the rows' ids
@@ -160,7 +167,6 @@ class SpecplugWorker(NGRAMWorker):
             stats_interval=stats_interval,
             details={"engine": "SGLang", "max_branches": max_branches, "num_draft_tokens": draft_token_num},
         )
-        self._lengths: dict[Any, int] = {}  # request id -> history length at its last decode step
 
     # ---- the draft source ------------------------------------------------------------------
     def _prepare_draft_tokens(self, batch: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -170,16 +176,26 @@ class SpecplugWorker(NGRAMWorker):
             branches = self.draft_branches([req.rid for req in batch.reqs], histories)
         except Exception as error:  # noqa: BLE001 - the glue's own faults cost this step's drafts only
             self.drafting.guard.record_fault("the SGLang worker", error, "no drafts this step")
-            self._lengths.clear()  # the sync may be half done: every request restarts next step
-            self.drafting.batch.stop_all()
+            self.drafting.requests.stop_all()  # the sync may be half done: every request restarts next step
             branches = [[] for _ in histories]
         return draft_trees(roots, branches, self.draft_token_num)
 
     def draft_branches(self, request_ids: Sequence[Any], histories: Sequence[_History]) -> list[list[tuple[int, ...]]]:
-        """Per request, its drafts below the root: one branch for a chain, more for a tree, none for no draft."""
-        rows, self._lengths = sync_requests(self.drafting, self._lengths, request_ids, histories)
+        """Per request, its drafts below the root: one branch for a chain, more for a tree, none for no draft.
+
+        One proposer call for the step (plus one per row for trees, which have no batch path).
+        """
         limit = self.draft_token_num - 1
-        drafts = self.drafting.draft([(row, limit) for row in rows], batch_size=len(rows), max_branches=self.max_branches)
+        rows = [
+            (request_id, history, limit) if request_id is not None and len(history) else None
+            for request_id, history in zip(request_ids, histories)
+        ]
+        drafts = self.drafting.step_requests(
+            rows,
+            stopping=self.drafting.requests.absent(request_ids),  # the decode batch holds every live request
+            batch_size=len(rows),
+            max_branches=self.max_branches,
+        )
         return [list(draft.branches()) for draft in drafts]
 
     def _histories(self, batch: Any) -> list[_History]:
@@ -198,6 +214,5 @@ class SpecplugWorker(NGRAMWorker):
         pass  # the proposer learns each request's tokens through the sync at the next step
 
     def clear_cache_pool(self) -> None:
-        self.drafting.batch.stop_all()
-        self._lengths.clear()
+        self.drafting.requests.stop_all()
         self._prev_decode_rids = set()

@@ -10,6 +10,8 @@ differ only in where the tokens are and where the drafts go. This layer holds th
   restarted) turn an engine's view into the proposer's request lifecycle;
 - :class:`EngineDrafting` runs one step: the batch size passed on, the drafts, the guard
   (a fault costs one draft), the counters and the :class:`StatsReporter`;
+- :func:`step_of_pieces` builds a step's arrays from each row's new tokens (the adapters'
+  and ``specplug perf --batch``'s one way to build them);
 - :func:`create_for_engine` creates a method from an adapter's settings by its declared
   capabilities: the engine's own drafter (:class:`EngineDrafts` where the engine drafts
   itself) and a measured cost model go where the method says it takes them.
@@ -26,6 +28,7 @@ from specplug.engine._methods import (
     methods_composing_engine_drafter,
 )
 from specplug.engine._offered import EngineDrafts
+from specplug.engine._pieces import step_of_pieces
 from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter, read_stats
 from specplug.engine._sync import BatchSync, HistoryPlan, HistoryStep, HistorySync, Lifecycle, SingleRequestSync
 from specplug.engine._versions import installed_version, range_problem
@@ -49,4 +52,5 @@ __all__ = [
     "methods_composing_engine_drafter",
     "range_problem",
     "read_stats",
+    "step_of_pieces",
 ]

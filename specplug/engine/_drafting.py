@@ -10,6 +10,7 @@ import numpy as np
 
 from specplug import BatchStep, Draft, GuardedProposer, Proposer, RequestId
 from specplug.engine._keyed import KeyedHistorySync
+from specplug.engine._pieces import step_of_pieces
 from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter
 from specplug.engine._sync import BatchSync, HistoryStep, SingleRequestSync
 
@@ -145,7 +146,7 @@ class EngineDrafting:
 
     def _step(self, new_tokens, lengths, histories, limits, request_ids, live, batch_size, before_drafting):
         """Plan the batch's lifecycle, then one ``step_batch``: (each row's id or None, the rows asked, drafts)."""
-        plan = self.batch.plan(new_tokens, lengths, histories, request_ids, live)
+        plan = self.batch.plan(new_tokens, lengths, histories, request_ids, live, with_calls=False)
         self._pass_batch_size(len(plan.rows) if batch_size is None else batch_size)
         if before_drafting is not None:
             before_drafting(plan.rows)
@@ -157,15 +158,8 @@ class EngineDrafting:
             row_limits = limits[np.asarray(rows, dtype=np.int64)] if rows else np.empty(0, dtype=np.int64)
         else:
             rows, ids, pieces, row_limits = range(len(plan.rows)), plan.rows, plan.new_tokens, limits[: len(plan.rows)]
-        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-        offsets[1:] = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
-        step = BatchStep(
-            ids,
-            np.concatenate(pieces) if len(pieces) else np.empty(0, dtype=np.int64),
-            offsets,
-            np.maximum(row_limits, 0),
-            plan.started,
-            plan.stopped_first + plan.stopped_absent,
+        step = step_of_pieces(
+            ids, pieces, np.maximum(row_limits, 0), plan.started, plan.stopped_first + plan.stopped_absent
         )
         got = self.guard.step_batch(step)
         self.stats.step()
@@ -177,6 +171,7 @@ class EngineDrafting:
         *,
         stopping: Sequence[RequestId] = (),
         batch_size: int | None = None,
+        max_branches: int = 1,
     ) -> list[Draft]:
         """One step of an engine that shows each request by id with its whole history, in one
         call to the proposer: per row ``(request id, history, most tokens to draft)`` or None (a
@@ -185,7 +180,9 @@ class EngineDrafting:
         ``requests`` (a :class:`~specplug.engine.KeyedHistorySync`) recognises each history: a
         first sight starts the request, a continuation extends it by what it gained, anything
         else restarts it; all of that and every row's draft go to the proposer as one
-        :meth:`specplug.Proposer.step_batch`.
+        :meth:`specplug.Proposer.step_batch`. ``max_branches`` > 1 (a tree verifier) with a
+        proposer that ``proposes_alternatives``: the batch step carries the lifecycle and the
+        tokens, then each row is drafted as a tree (:meth:`draft`'s ``max_branches``).
 
         >>> from specplug import create
         >>> drafting = EngineDrafting(create("ngram", min_n=1, max_n=2))
@@ -209,21 +206,27 @@ class EngineDrafting:
             if stop_first:
                 stopped.append(request_id)
             if start:
-                started.append((request_id, np.asarray(history, dtype=np.int64)))
+                # a slice first: a history that is a lazy Sequence becomes a list in one call
+                started.append((request_id, np.asarray(history[:], dtype=np.int64)))
             ids.append(request_id)
             pieces.append(tokens)
             limits.append(max(int(limit), 0))
             asked.append(position)
         self._pass_batch_size(len(rows) if batch_size is None else batch_size)
-        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-        offsets[1:] = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
-        flat = np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64)
-        got = self.guard.step_batch(BatchStep(ids, flat, offsets, np.array(limits, dtype=np.int64), started, stopped))
-        self.stats.step()
+        trees = max_branches > 1 and getattr(self.guard.proposer, "proposes_alternatives", False)
+        row_limits = np.array(limits, dtype=np.int64)
+        got = self.guard.step_batch(step_of_pieces(ids, pieces, row_limits * (not trees), started, stopped))
         empty = Draft((), self.guard.name, 0.0)
         drafts = [empty] * len(rows)
-        for index, position in enumerate(asked):
-            drafts[position] = got.draft(index)
+        if trees:  # alternatives have no batch path: per row, after the step's one sync
+            guard = self.guard
+            for index, position in enumerate(asked):
+                if limits[index] > 0:
+                    drafts[position] = guard.propose_alternatives(ids[index], limits[index], max_branches)
+        else:
+            for index, position in enumerate(asked):
+                drafts[position] = got.draft(index)
+        self.stats.step()
         return drafts
 
     def step_history(self, sync: SingleRequestSync, history: Sequence[int] | np.ndarray, limit: int) -> tuple[HistoryStep, Draft]:

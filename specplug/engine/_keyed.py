@@ -116,6 +116,18 @@ class KeyedHistorySync:
                 return False, False, np.asarray(history[synced:], dtype=np.int64)
         return seen is not None, True, _NO_TOKENS
 
+    def absent(self, request_ids: Sequence[RequestId]) -> list[RequestId]:
+        """The tracked requests not among ``request_ids`` (for an engine whose batch holds every
+        live request: those left it, and are its ``stopping``).
+
+        >>> sync = KeyedHistorySync(None)
+        >>> _ = sync.plan("a", [1]), sync.plan("b", [2])
+        >>> sync.absent(["b", "c"])
+        ['a']
+        """
+        present = set(request_ids)
+        return [request_id for request_id in self._seen if request_id not in present]
+
     def forget(self, request_id: RequestId) -> bool:
         """Stop tracking ``request_id`` without calling the proposer; True when it was tracked
         (the engine layer then stops it in its batch step)."""

@@ -57,8 +57,8 @@ class SyncPlan:
     started: list[tuple[RequestId, np.ndarray]] = field(default_factory=list)
     #: per row, the request id to extend and draft for, or None (the row cannot draft)
     rows: list[RequestId | None] = field(default_factory=list)
-    #: per row, its new tokens (int64; empty for a None row)
-    new_tokens: list[np.ndarray] = field(default_factory=list)
+    #: per row, its new tokens as the engine gave them (a list or an int array; empty for a None row)
+    new_tokens: list[Sequence[int] | np.ndarray] = field(default_factory=list)
     #: requests that left the batch
     stopped_absent: list[RequestId] = field(default_factory=list)
     #: the same, as per-request calls in the order they arose: ``(action, request id, tokens)``
@@ -129,48 +129,59 @@ class BatchSync:
         histories: Sequence[Sequence[int]] | np.ndarray,
         request_ids: Sequence[RequestId] | None = None,
         live: Container[RequestId] | None = None,
+        *,
+        with_calls: bool = True,
     ) -> SyncPlan:
         """What :meth:`update` does, as a plan for one batch step, without calling the proposer.
 
         The sync's own bookkeeping moves on as if the plan were carried out (the engine layer
-        carries it out in one :meth:`specplug.Proposer.step_batch`).
+        carries it out in one :meth:`specplug.Proposer.step_batch`, and asks for no
+        ``calls``: ``with_calls=False`` leaves that list empty).
         """
         if request_ids is not None and len(request_ids) < len(new_tokens):
             raise ValueError(f"{len(new_tokens)} rows of new tokens but {len(request_ids)} request ids")
         by_row = request_ids is None
+        count = len(new_tokens)
         plan = SyncPlan()
-        present: set[object] = set()
+        seen_by_key = self._seen
+        # per row only dict look-ups and list appends: the lengths read as one list, each row's new
+        # tokens kept as the engine gave them (the step's flat array is built once, for all rows)
+        lengths = lengths[:count].tolist() if isinstance(lengths, np.ndarray) else lengths
+        keys = [("row", row) for row in range(count)] if by_row else request_ids[:count]  # type: ignore[index]
+        rows, pieces, calls = plan.rows, plan.new_tokens, plan.calls
         for row, new in enumerate(new_tokens):
-            key: object = ("row", row) if by_row else request_ids[row]  # type: ignore[index]
-            present.add(key)
+            key = keys[row]
             if not len(new):
-                plan.rows.append(None)
-                plan.new_tokens.append(_NO_TOKENS)
+                rows.append(None)
+                pieces.append(_NO_TOKENS)
                 continue
             length = int(lengths[row])
-            history = histories[row]
             before = length - len(new)
-            seen = self._seen.get(key)
-            if seen is None or not _continues(seen, before, history, by_row=by_row):
+            seen = seen_by_key.get(key)
+            if seen is None or seen.length != before or (by_row and not _same_tail(seen, before, histories[row])):
+                history = histories[row]
                 if seen is not None:
                     plan.stopped_first.append(seen.request_id)
-                    plan.calls.append(("stop", seen.request_id, None))
+                    calls.append(("stop", seen.request_id, None))
                 # by row, a fresh id: the proposer may still hold the old one's finished state
                 request_id = f"row{row}-{next(self._ids)}" if by_row else key
                 prompt = np.array(history[:before], dtype=np.int64)
                 plan.started.append((request_id, prompt))
-                plan.calls.append(("start", request_id, prompt))
-                seen = self._seen[key] = _Seen(request_id, before, ())
-            tokens = np.array(new, dtype=np.int64)
-            plan.new_tokens.append(tokens)
-            plan.calls.append(("extend", seen.request_id, tokens))
+                calls.append(("start", request_id, prompt))
+                seen = seen_by_key[key] = _Seen(request_id, before, ())
+            pieces.append(new)
+            if with_calls:
+                calls.append(("extend", seen.request_id, new))
             seen.length = length
             if by_row:
-                seen.tail = tuple(int(token) for token in history[max(0, length - _FINGERPRINT) : length])
-            plan.rows.append(seen.request_id)
-        for key in [key for key in self._seen if key not in present and (live is None or key not in live)]:
-            plan.stopped_absent.append(self._seen[key].request_id)
-            plan.calls.append(("stop", self._seen.pop(key).request_id, None))
+                seen.tail = tuple(int(token) for token in histories[row][max(0, length - _FINGERPRINT) : length])
+            rows.append(seen.request_id)
+        gone = seen_by_key.keys() - set(keys)  # in C; the stops keep the order requests were seen in
+        if gone and live is not None:
+            gone = {key for key in gone if key not in live}
+        for key in [key for key in seen_by_key if key in gone] if gone else ():
+            plan.stopped_absent.append(seen_by_key[key].request_id)
+            calls.append(("stop", seen_by_key.pop(key).request_id, None))
         return plan
 
     def stop_all(self) -> None:
@@ -180,11 +191,8 @@ class BatchSync:
             self.proposer.stop(entry.request_id)
 
 
-def _continues(seen: _Seen, before: int, history: Sequence[int] | np.ndarray, *, by_row: bool) -> bool:
-    if seen.length != before:
-        return False
-    if not by_row:
-        return True
+def _same_tail(seen: _Seen, before: int, history: Sequence[int] | np.ndarray) -> bool:
+    """Keyed by row: the history ends as the one last seen there did (the same request)."""
     start = max(0, before - _FINGERPRINT)
     return tuple(int(token) for token in history[start:before]) == seen.tail
 

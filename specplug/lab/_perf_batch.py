@@ -3,8 +3,8 @@
 Every row of the batch is a request at the same context size (each its own slice of the
 workload's stream), stepping as an engine would: each step, every row gains the accepted
 prefix of its last draft plus the next true token, and every row is drafted for. specplug is
-timed from the step's arrays to its drafts: building the :class:`~specplug.BatchStep` (flat new
-tokens and offsets) and one :meth:`~specplug.Proposer.step_batch`. vLLM's ``NgramProposer`` is
+timed from the rows' new tokens to its drafts: building the :class:`~specplug.BatchStep` (flat new
+tokens and offsets, as the engine layer builds it) and one :meth:`~specplug.Proposer.step_batch`. vLLM's ``NgramProposer`` is
 timed in its ``propose(k, sampled, num_tokens_no_spec, token_ids_cpu)`` with the same rows
 (writing the new tokens into ``token_ids_cpu`` is the engine's work, outside the timing).
 """
@@ -23,6 +23,7 @@ import numpy as np
 
 from specplug._contract import BatchStep, Proposer, accepted_prefix
 from specplug._errors import InvalidOptionError
+from specplug.engine import step_of_pieces
 from specplug.lab.perf import build_workload
 
 __all__ = ["BatchRow", "run_batch_perf"]
@@ -100,9 +101,7 @@ def _time_method(proposer: Proposer, rows: list[tuple[np.ndarray, np.ndarray]], 
     times, accepted_total = [], 0
     for _ in range(steps):
         t0 = clock()
-        offsets = np.zeros(batch + 1, dtype=np.int64)
-        offsets[1:] = np.cumsum([len(chunk) for chunk in new])
-        got = proposer.step_batch(BatchStep(ids, np.concatenate(new), offsets, limits))
+        got = proposer.step_batch(step_of_pieces(ids, new, limits))  # as the engine layer builds it
         times.append(clock() - t0)
         lengths = got.lengths.tolist()
         drafted = got.tokens.tolist()

@@ -19,13 +19,14 @@ path counts its acceptance along the best branch in Python (a tree engine drafts
 from __future__ import annotations
 
 from collections.abc import MutableMapping
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-from specplug._contract import Draft, RequestId, draft_accepted
+from specplug._contract import BatchStep, Draft, RequestId, draft_accepted
 
-__all__ = ["RowDraft", "RowDrafts", "remember", "resolve"]
+__all__ = ["RowDraft", "RowDrafts", "SlotTable", "StepArrays", "remember", "resolve"]
 
 
 class RowDraft:
@@ -143,6 +144,49 @@ class RowDrafts:
             if end > begin or limits[row] > 0:  # resolved, or replaced by the kernel's draft
                 del self.trees[request_id]
                 pending[request_id] = self._views[request_id]
+
+
+class StepArrays(NamedTuple):
+    """What a lookup's batch kernel reads and writes for one step (:meth:`SlotTable.begin_step`)."""
+
+    slots: np.ndarray  # int64 [rows]: each row's slot
+    out: np.ndarray  # int64 [rows, width]: the drafts
+    lengths: np.ndarray  # int64 [rows]
+    accepted: np.ndarray  # int64 [rows]
+    blocked: np.ndarray  # bool [rows]: rows the kernel left for Python (no room)
+    new_tokens: np.ndarray  # int32: the step's tokens as the kernel reads them
+
+
+class SlotTable:
+    """A lookup's live requests by slot: ``slot`` (request id -> slot), each slot's token count
+    (``lengths``, moved by the kernel) and last draft (``drafts``); a freed slot is reused.
+    Subclasses hold the per-request arrays the kernel reaches."""
+
+    def __init__(self, width: int, source: str) -> None:
+        self.lengths = np.zeros(16, dtype=np.int64)
+        self.drafts = RowDrafts(width, source)
+        self.slot: dict[RequestId, int] = {}
+        self._free: list[int] = []
+
+    def begin_step(self, step: BatchStep, pending: MutableMapping[RequestId, object]) -> StepArrays:
+        """Before a kernel step: the dirty drafts copied in, and the step's arrays.
+
+        Request id to slot is one ``np.fromiter`` over ``dict.__getitem__`` (in C, no Python per row).
+        """
+        drafts = self.drafts
+        if drafts.dirty:
+            drafts.sync(pending, self.slot)
+        rows = step.rows
+        slots = np.fromiter(map(self.slot.__getitem__, step.request_ids), dtype=np.int64, count=rows)
+        width = int(step.limits.max()) if rows else 0
+        return StepArrays(
+            slots,
+            np.zeros((rows, width), dtype=np.int64),
+            np.zeros(rows, dtype=np.int64),
+            np.zeros(rows, dtype=np.int64),
+            np.zeros(rows, dtype=np.bool_),
+            step.new_tokens.astype(np.int32),
+        )
 
 
 @njit(cache=True, inline="always")

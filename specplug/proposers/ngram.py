@@ -18,7 +18,7 @@ from specplug._registry import MethodRegistrar
 from specplug.proposers import _ngram_kernels as kernels
 from specplug.proposers._buffer import TokenBuffer
 from specplug.proposers._options import MethodOptions
-from specplug.proposers._row_drafts import RowDrafts
+from specplug.proposers._row_drafts import SlotTable
 
 __all__ = ["NgramOptions", "NgramProposer", "ReferenceNgramProposer"]
 
@@ -53,7 +53,7 @@ class _Index:
         return self.buffer.array.nbytes + self.positions.nbytes + self.counts.nbytes + self.used.nbytes
 
 
-class _Slots:
+class _Slots(SlotTable):
     """Every live request's arrays in one numba list, by slot, for the batch kernel.
 
     The list holds the very arrays of each ``_Index`` (numba shares their memory), so the
@@ -65,11 +65,8 @@ class _Slots:
     """
 
     def __init__(self, width: int, source: str) -> None:
+        super().__init__(width, source)
         self.arrays = typed.List.empty_list(_SLOT_TYPE)
-        self.lengths = np.zeros(16, dtype=np.int64)
-        self.drafts = RowDrafts(width, source)
-        self.slot: dict[RequestId, int] = {}
-        self._free: list[int] = []
 
     def add(self, request_id: RequestId, index: _Index) -> None:
         if self._free:
@@ -138,7 +135,7 @@ class NgramProposer(Proposer):
         slots = self._slots
         buffer.length = int(slots.lengths[index.slot])  # the batch kernel may have moved it
         moved = buffer.reserve(len(tokens))
-        needed = int(index.used.max()) + len(tokens)
+        needed = max(index.used.tolist()) + len(tokens)  # a few rows: a list beats a numpy reduction
         if needed > kernels.MAX_LOAD * index.positions.shape[1]:
             moved = True
             # Grow to a load of about a half and rebuild from the tokens: amortised O(1).
@@ -170,18 +167,8 @@ class NgramProposer(Proposer):
             return self._step_rows(step)
         table = self._slots
         drafts = table.drafts
-        if drafts.dirty:
-            drafts.sync(self._pending, table.slot)
-        ids = step.request_ids
-        slots = np.fromiter(map(table.slot.__getitem__, ids), dtype=np.int64, count=rows)
-        limits = step.limits
-        width = int(limits.max()) if rows else 0
-        out = np.zeros((rows, width), dtype=np.int64)
-        lengths = np.zeros(rows, dtype=np.int64)
-        accepted = np.zeros(rows, dtype=np.int64)
-        blocked = np.zeros(rows, dtype=np.bool_)
-        new_tokens = step.new_tokens.astype(np.int32)
-        options = self.options
+        slots, out, lengths, accepted, blocked, new_tokens = table.begin_step(step, self._pending)
+        ids, limits, options = step.request_ids, step.limits, self.options
         kernel = kernels.ngram_step_batch_parallel if rows >= self.parallel_from else kernels.ngram_step_batch
         stuck = kernel(
             table.arrays, table.lengths, slots, new_tokens, step.offsets, limits, options.min_n, options.min_hits,

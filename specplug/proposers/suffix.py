@@ -39,7 +39,7 @@ from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.proposers import _suffix_kernels
 from specplug.proposers._options import MethodOptions
-from specplug.proposers._row_drafts import RowDrafts
+from specplug.proposers._row_drafts import SlotTable
 from specplug.proposers._suffix_index import GlobalCache, RequestIndex, cache_capacity
 
 __all__ = ["ReferenceSuffixProposer", "SuffixOptions", "SuffixProposer", "speculation_tree"]
@@ -150,7 +150,7 @@ _RING_TYPE = types.Tuple(
 _NO_RING = tuple(np.empty(0, dtype=np.int32) for _ in range(5)) + (np.zeros(4, dtype=np.int64),)
 
 
-class _Slots:
+class _Slots(SlotTable):
     """Every live request's ring arrays in one numba list, by slot, for the batch kernel.
 
     The list holds the very arrays of each ``RequestIndex`` (numba shares their memory); a ring
@@ -160,11 +160,8 @@ class _Slots:
     """
 
     def __init__(self, width: int, source: str) -> None:
+        super().__init__(width, source)
         self.rings = typed.List.empty_list(_RING_TYPE)
-        self.lengths = np.zeros(16, dtype=np.int64)
-        self.drafts = RowDrafts(width, source)
-        self.slot: dict[RequestId, int] = {}
-        self._free: list[int] = []
 
     def add(self, request_id: RequestId, index: RequestIndex) -> None:
         if self._free:
@@ -230,19 +227,10 @@ class SuffixProposer(Proposer):
             return self._step_rows(step)
         table, options = self._slots, self.options
         drafts = table.drafts
-        if drafts.dirty:
-            drafts.sync(self._pending, table.slot)
-        ids = step.request_ids
-        slots = np.fromiter(map(table.slot.__getitem__, ids), dtype=np.int64, count=rows)
-        limits = step.limits
-        width = int(limits.max()) if rows else 0
-        out = np.zeros((rows, width), dtype=np.int64)
-        cached = np.empty((rows, width), dtype=np.int64)
-        lengths = np.zeros(rows, dtype=np.int64)
+        slots, out, lengths, accepted, blocked, new_tokens = table.begin_step(step, self._pending)
+        ids, limits = step.request_ids, step.limits
+        cached = np.empty(out.shape, dtype=np.int64)
         scores = np.empty(rows)
-        accepted = np.zeros(rows, dtype=np.int64)
-        blocked = np.zeros(rows, dtype=np.bool_)
-        new_tokens = step.new_tokens.astype(np.int32)
         cache = self.cache._ring
         a_s, a_l = options.anchors
         kernel = _suffix_kernels.step_batch_parallel if rows >= self.parallel_from else _suffix_kernels.step_batch

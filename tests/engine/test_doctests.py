@@ -7,7 +7,10 @@ import importlib
 
 import pytest
 
-MODULES = [f"specplug.engine.{name}" for name in ("_sync", "_keyed", "_drafting", "_methods", "_offered", "_stats", "_versions")]
+MODULES = [
+    f"specplug.engine.{name}"
+    for name in ("_sync", "_keyed", "_drafting", "_methods", "_offered", "_pieces", "_stats", "_versions")
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

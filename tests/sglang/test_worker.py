@@ -168,10 +168,10 @@ def test_requests_start_extend_and_stop_as_the_decode_batch_changes(sglang):
     worker._prepare_draft_tokens(Batch([a, b]))
     a.output_ids += [5, 6]  # one draft token accepted plus the target's own
     worker._prepare_draft_tokens(Batch([a]))  # b finished or was aborted: it left the batch
+    # one batch step per decode step: a first sight starts with the whole history; stops come first
     assert recorder.calls == [
-        ("start", "a", [1, 2, 3]), ("extend", "a", [4]),
-        ("start", "b", [9, 8]), ("extend", "b", [7]),
-        ("extend", "a", [5, 6]), ("stop", "b"),
+        ("start", "a", [1, 2, 3, 4]), ("start", "b", [9, 8, 7]),
+        ("stop", "b"), ("extend", "a", [5, 6]),
     ]
     worker.clear_cache_pool()  # SGLang flushes its cache: every request goes
     assert recorder.calls[-1] == ("stop", "a")
@@ -202,7 +202,7 @@ def test_a_drafter_that_raises_every_third_step_costs_only_those_drafts(sglang):
 def test_a_fault_in_the_glue_costs_the_steps_drafts_and_restarts_the_requests(sglang, monkeypatch):
     worker = _worker("SPECPLUG_SUFFIX")
     batch = _batch({"repeat": HISTORIES["repeat"]})
-    monkeypatch.setattr(worker.drafting, "draft", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(worker.drafting, "step_requests", lambda *a, **k: 1 / 0)
     ids, mask = worker._prepare_draft_tokens(batch)
     assert ids.tolist() == [7, 0, 0, 0, 0, 0]
     _check_trees(ids, mask, 1, WIDTH)
@@ -320,7 +320,8 @@ def test_the_next_step_counts_acceptance_along_the_alternative(sglang):
     worker._prepare_draft_tokens(Batch([req]))
     req.output_ids += [4, 7, 1, 2]  # the verify accepted 4 7 1 along the alternative, then the target's 2
     accepted = []
-    original = worker.drafting.guard.proposer.extend
-    worker.drafting.guard.proposer.extend = lambda rid, tokens: accepted.append(original(rid, tokens)) or accepted[-1]
+    guard = worker.drafting.guard
+    original = guard.step_batch
+    guard.step_batch = lambda step: (got := original(step), accepted.extend(got.accepted.tolist()))[0]
     worker._prepare_draft_tokens(Batch([req]))
     assert accepted == [3]  # the chain (3 8 1 2 ...) would count 0
