@@ -40,7 +40,10 @@ pip_noise() {  # a filter for pip's stderr: drops the warnings that say nothing 
 pip_in() {  # pip_in PYTHON ARGS...: a quiet pip install into that interpreter's environment
     local py=$1
     shift
-    "$py" -m pip install --quiet "${PIP_QUIET_OPTIONS[@]}" "$@" 2> >(pip_noise)
+    # setuptools warns on every editable install that a folder named like the package may shadow
+    # it (a warning passed on through pip even with --quiet): here that folder is the package itself
+    PYTHONWARNINGS="ignore:Editable installation${PYTHONWARNINGS:+,$PYTHONWARNINGS}" \
+        "$py" -m pip install --quiet "${PIP_QUIET_OPTIONS[@]}" "$@" 2> >(pip_noise)
 }
 
 pip_uninstall_quietly() {  # pip_uninstall_quietly PYTHON DIST: remove DIST from there if it is installed

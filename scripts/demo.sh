@@ -5,7 +5,8 @@
 #   llama-cpp-python:  plain | LlamaPromptLookupDecoding | specplug's SpecplugDraftModel
 # and prints tokens/s, acceptance and speedup for each (medians of 3 rounds, one thread).
 # The first run builds llama.cpp from source first (one build for both; times measured in README.md),
-# and prints each step's time and the build's progress. The demo shows a progress bar, then the tables; the
+# and prints each step's time and the build's progress. The demo shows a progress bar, then the tables
+# (llama-server's first as a labelled first look after round 1, then its final table after all rounds); the
 # engines' own logs go to a file it names at the end (--verbose shows them instead).
 #
 #   bash scripts/demo.sh                 # Gemma-3-270M (the default)

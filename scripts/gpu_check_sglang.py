@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,6 +43,8 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from specplug.lab.local_server import free_port, wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 #: label -> server flags beyond the model's; SPECPLUG_SUFFIX twice: chains only, and real trees
@@ -86,12 +87,6 @@ def _server_flags(device: str) -> list[str]:
     return flags
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _post(port: int, payload: dict) -> dict:
     request = urllib.request.Request(f"http://127.0.0.1:{port}/generate", data=json.dumps(payload).encode(),
                                      headers={"Content-Type": "application/json"})
@@ -105,7 +100,7 @@ class Server:
     def __init__(self, label: str, flags: list[str], model: str, device: str, width: int,
                  env: dict[str, str] | None = None) -> None:
         self.label = label
-        self.port = _port()
+        self.port = free_port()
         spec = ["--speculative-num-draft-tokens", str(width)] if flags else []
         command = [sys.executable, "-m", "sglang.launch_server", "--model-path", model, "--port", str(self.port),
                    *flags, *spec, *_server_flags(device)]
@@ -114,19 +109,8 @@ class Server:
                                         env={**os.environ, **(env or {})})
 
     def wait(self) -> None:
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.label}: launch_server exited with {self.process.returncode}; log {self.log.name}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.label}: no /health answer in {STARTUP_S} s; log {self.log.name}")
-            time.sleep(2)
+        wait_until_ready(self.process, f"http://127.0.0.1:{self.port}/health", name=f"{self.label}: launch_server",
+                         timeout_s=STARTUP_S, log=self.log.name)
 
     def run(self, prompts: list[str], tokens: int) -> dict:
         params = {"temperature": 0, "max_new_tokens": tokens}

@@ -9,8 +9,9 @@
 #    are still compiled, llama.cpp's other tools are not;
 #  - compiles the code outside ggml/ and src/ (the common library, the server, the HTTP library)
 #    at -O1 instead of -O3: it parses flags and JSON and drives the decoding loop, the compute is
-#    in ggml and libllama, which keep -O3. Measured on tools/server/server-context.cpp: 30 instead
-#    of 44 CPU seconds to compile. The multimodal library (which llama-server links but runs only
+#    in ggml and libllama, which keep -O3 (but for libllama's files that never run while a token
+#    is decoded, -O1 too: _SPECPLUG_LLAMA_OFF_DECODE below). Measured on
+#    tools/server/server-context.cpp: 30 instead of 44 CPU seconds to compile. The multimodal library (which llama-server links but runs only
 #    with --mmproj; no multimodal model ships on PyPI) is compiled at -O0;
 #  - installs the two programs into the package's llama_cpp/bin and the shared libraries they need
 #    beyond libllama and libggml into llama_cpp/lib, found through an $ORIGIN-relative RPATH.
@@ -20,6 +21,15 @@ set(_SPECPLUG_PROGRAMS llama-server llama-quantize)
 # llama.cpp's own rule installs llama-server to <prefix>/bin (site-packages/bin): the same place as ours
 set(CMAKE_INSTALL_BINDIR llama_cpp/bin CACHE PATH "where llama.cpp's install rules put programs")
 set(_SPECPLUG_LIBRARIES llama-common mtmd llama-server-impl llama-quantize-impl)
+# libllama's files that never run while a token is decoded (model loading, the tokenizer, quantizing,
+# grammars, chat templates, LoRA adapters, the caches of architectures other than the models here):
+# -O1, like the common library; the rest of libllama (context, graph, the per-architecture graph
+# builders, sampler, KV cache) keeps -O3
+set(_SPECPLUG_LLAMA_OFF_DECODE llama-model-loader.cpp llama-vocab.cpp unicode.cpp unicode-data.cpp
+    llama-quant.cpp llama-grammar.cpp llama-chat.cpp llama-adapter.cpp llama-arch.cpp llama-model-saver.cpp
+    llama-mmap.cpp llama-impl.cpp llama-io.cpp llama-kv-cache-dsv4.cpp llama-kv-cache-dsa.cpp
+    llama-kv-cache-dsa-iswa.cpp llama-kv-cache-msa.cpp llama-memory-hybrid.cpp llama-memory-hybrid-iswa.cpp
+    llama-memory-hybrid-idx.cpp llama-memory-recurrent.cpp)
 
 function(_specplug_targets_under dir out)
     get_property(targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
@@ -38,8 +48,14 @@ function(_specplug_optimization target)
     endif()
     get_target_property(dir "${target}" SOURCE_DIR)
     file(RELATIVE_PATH where "${CMAKE_SOURCE_DIR}/vendor/llama.cpp" "${dir}")
-    if(where MATCHES "^(ggml|src)(/|$)")
+    if(where MATCHES "^ggml(/|$)")
         return()  # the compute: llama.cpp's own -O3
+    elseif(where STREQUAL "src")
+        foreach(file IN LISTS _SPECPLUG_LLAMA_OFF_DECODE)
+            # a source's options come after the target's on the command line: this -O1 wins
+            set_property(SOURCE "${dir}/${file}" TARGET_DIRECTORY "${target}" APPEND PROPERTY COMPILE_OPTIONS -O1)
+        endforeach()
+        return()
     elseif(where MATCHES "^tools/mtmd(/|$)")
         set(level -O0)
     else()

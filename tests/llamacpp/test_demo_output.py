@@ -39,3 +39,16 @@ def test_verbose_shows_the_engine_logs_and_writes_no_file(smollm2, tmp_path):
     # model loading itself stays quiet: llama-cpp-python silences it with verbose=False
     assert "llama_context" in result.stderr and "... round 1/1, prompt 1: plain" in result.stderr
     assert not log.exists()
+
+
+def test_a_first_look_table_after_round_one_only_when_more_rounds_follow():
+    from specplug.lab.llamacpp._demo import _first_look, _which_table
+
+    shown: list[int] = []
+    for rounds in (1, 3):
+        after_round = _first_look(lambda done, rows: shown.append(done), rounds)
+        for done in range(1, rounds + 1):
+            after_round(done, [])
+    assert shown == [1]  # once, from the 3-round run's first round; a 1-round run has only its final table
+    assert "FIRST LOOK, round 1 of 3" in _which_table(1, 3) and "final table follows" in _which_table(1, 3)
+    assert _which_table(3, 3) == ": medians of 3 rounds" and _which_table(1, 1) == ": one round"

@@ -11,8 +11,10 @@ Run it with ``scripts/demo.sh`` (which installs everything first), or::
 
     .venv/bin/python -m specplug.lab.llamacpp._demo --model .models/gemma-3-270m-q4_k_m.gguf
 
-The console gets a progress bar per comparison, then its table; the engines' own logs go to a
-file named at the end (``--log``), or to the console with ``--verbose``.
+The console gets a progress bar per comparison, then its table. The llama-server comparison
+(the first) also prints a first-look table after its first round when more rounds follow, so a
+first run shows figures minutes sooner; its final table, over all rounds, follows. The engines'
+own logs go to a file named at the end (``--log``), or to the console with ``--verbose``.
 """
 
 from __future__ import annotations
@@ -68,6 +70,24 @@ def _line(label: str, a: Measurement, b: Measurement) -> str:
     return f"  {label}: {median:.2f}x (tokens per CPU-second; range {low:.2f}-{high:.2f} over {len(a.ratios)} rounds)"
 
 
+def _which_table(rounds_done: int, rounds: int) -> str:
+    """The title's end that says which table this is: a first look from round 1, or the final one."""
+    if rounds_done < rounds:
+        return f": FIRST LOOK, round 1 of {rounds} (the final table follows)"
+    return f": medians of {rounds} rounds" if rounds > 1 else ": one round"
+
+
+def _first_look(show: Callable[[int, list[Measurement]], None], rounds: int) -> Callable[[int, list[Measurement]], None]:
+    """A measurement's ``after_round``: shows the table once, after round 1, when more rounds follow
+    (a first run sees figures minutes sooner; the final table comes after the last round)."""
+
+    def after_round(rounds_done: int, rows: list[Measurement]) -> None:
+        if rounds_done == 1 < rounds:
+            show(rounds_done, rows)
+
+    return after_round
+
+
 @contextmanager
 def _steps(title: str, total: int, verbose: bool) -> Iterator[Callable[[str], None]]:
     """What the measurement calls before each step: a progress bar, or with ``verbose`` a line."""
@@ -97,16 +117,22 @@ def run_server(model: Path, prompts_file: Path, args: argparse.Namespace, engine
         HAND_BEST,
         Setting(f"specplug preset {tuned.name} (tuned)", tuple(tuned.flags())),
     ]
+    title = f"llama-server, {model.name}, {len(prompts)} code-edit prompts x {args.n_predict} tokens, 1 thread"
+
+    def show(rounds_done: int, rows: list[Measurement]) -> None:
+        print(_table(f"\n{title}{_which_table(rounds_done, args.rounds)}", rows), flush=True)
+        if rounds_done == args.rounds:  # the first look is the table alone: the console stays one screen
+            named = dict(zip(("plain", "default", "hand", "tuned"), rows))
+            print(_line("specplug tuned preset vs --spec-default", named["tuned"], named["default"]))
+            print(_line("specplug tuned preset vs best hand setting", named["tuned"], named["hand"]), flush=True)
+
     with _steps("llama-server", args.rounds * len(prompts) * len(settings), args.verbose) as progress:
         rows = measure_settings(
             model, settings, prompts, n_predict=args.n_predict, rounds=args.rounds, threads=1,
-            progress=progress, engine_log=engine_log,
+            progress=progress, engine_log=engine_log, after_round=_first_look(show, args.rounds),
         )  # fmt: skip
-    named = dict(zip(("plain", "default", "hand", "tuned"), rows))
-    print(_table(f"\nllama-server, {model.name}, {len(prompts)} code-edit prompts x {args.n_predict} tokens, 1 thread", rows))
-    print(_line("specplug tuned preset vs --spec-default", named["tuned"], named["default"]))
-    print(_line("specplug tuned preset vs best hand setting", named["tuned"], named["hand"]), flush=True)
-    return named
+    show(args.rounds, rows)
+    return dict(zip(("plain", "default", "hand", "tuned"), rows))
 
 
 def run_inprocess(model: Path, prompts_file: Path, args: argparse.Namespace, engine_log: TextIO) -> dict[str, Measurement]:
@@ -131,7 +157,8 @@ def run_inprocess(model: Path, prompts_file: Path, args: argparse.Namespace, eng
     with llama_cpp_log_to(engine_log), _steps("llama-cpp-python", args.rounds * len(texts) * len(factories), args.verbose) as progress:
         rows = measure_draft_models(model, factories, texts, n_predict=args.n_predict, rounds=args.rounds, progress=progress)
     named = dict(zip(("plain", "pld", "specplug"), rows))
-    print(_table(f"\nllama-cpp-python, {model.name}, {len(texts)} code-edit prompts x {args.n_predict} tokens, 1 thread", rows))
+    title = f"llama-cpp-python, {model.name}, {len(texts)} code-edit prompts x {args.n_predict} tokens, 1 thread"
+    print(_table(f"\n{title}{_which_table(args.rounds, args.rounds)}", rows))
     print(_line("specplug drafter vs LlamaPromptLookupDecoding", named["specplug"], named["pld"]), flush=True)
     return named
 

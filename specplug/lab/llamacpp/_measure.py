@@ -144,11 +144,13 @@ def measure_settings(
     binary: str | None = None,
     progress: Callable[[str], None] | None = None,
     engine_log: TextIO | None = None,
+    after_round: Callable[[int, list[Measurement]], None] | None = None,
 ) -> list[Measurement]:
     """Measure ``settings`` (plain is added first if missing) over ``prompts`` in ``rounds``.
 
     ``progress`` is called before each completion; each server's own log goes to ``engine_log``
-    (when given) once its round ends.
+    (when given) once its round ends; ``after_round`` gets the rounds done so far and the
+    measurements over them (the demo prints a first table from round 1).
     """
     if not any(not setting.flags for setting in settings):
         settings = [Setting("plain"), *settings]
@@ -194,6 +196,8 @@ def measure_settings(
                 result.identical += sum(
                     first_divergence(plain_tokens[p.id], c.tokens) is None for p, c in zip(prompts, completions)
                 )
+        if after_round:
+            after_round(round_index + 1, [results[s.name] for s in settings])
     return [results[s.name] for s in settings]
 
 

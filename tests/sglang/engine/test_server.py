@@ -4,24 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 import pytest
 
+from specplug.lab.local_server import ServerNotReady, free_port, wait_until_ready
 from tests.sglang.engine.conftest import ENGINE_ARGS, PROMPTS, SAMPLING
 
 STARTUP_S = 300
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _flags() -> list[str]:
@@ -35,31 +28,17 @@ def _flags() -> list[str]:
     return flags
 
 
-def _tail(path: str) -> str:
-    with open(path, errors="replace") as handle:
-        return handle.read()[-3000:]
-
-
 def test_launch_server_serves_specplug_drafts_with_output_identical_to_plain(sglang, model_dir, plain):
-    port = _port()
+    port = free_port()
     command = [sys.executable, "-m", "sglang.launch_server", "--model-path", model_dir, "--port", str(port),
                "--speculative-algorithm", "SPECPLUG_SUFFIX", "--speculative-num-draft-tokens", "6", *_flags()]
     with tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False) as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
     try:
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"launch_server exited with {process.returncode}:\n{_tail(log.name)}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"launch_server did not answer /health in {STARTUP_S} s:\n{_tail(log.name)}")
-            time.sleep(2)
+        try:
+            wait_until_ready(process, f"http://127.0.0.1:{port}/health", name="launch_server", timeout_s=STARTUP_S, log=log.name)
+        except ServerNotReady as error:
+            pytest.fail(str(error))
         body = json.dumps({"text": PROMPTS[0], "sampling_params": SAMPLING}).encode()
         request = urllib.request.Request(f"http://127.0.0.1:{port}/generate", data=body,
                                          headers={"Content-Type": "application/json"})

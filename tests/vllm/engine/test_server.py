@@ -5,26 +5,19 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from specplug.lab.local_server import ServerNotReady, free_port, wait_until_ready
 from specplug_adapters.vllm import read_stats
 from tests.vllm._paths import ROOT, model_dir
 from tests.vllm.engine.conftest import conversations
 
 STARTUP_S = 420  # 30 s alone; a busy 2-core machine takes several times that
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get(url: str, timeout: float = 5) -> str:
@@ -50,17 +43,10 @@ def server(vllm_cpu, tmp_path_factory):
                                env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"vllm serve exited with {process.returncode}:\n{_tail(log.name)}")
-            try:
-                get(base + "/health")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"vllm serve did not answer /health in {STARTUP_S} s:\n{_tail(log.name)}")
-                time.sleep(2)
+        try:
+            wait_until_ready(process, base + "/health", name="vllm serve", timeout_s=STARTUP_S, log=log.name)
+        except ServerNotReady as error:
+            pytest.fail(str(error))
         yield base, stats
     finally:
         process.terminate()
@@ -70,10 +56,6 @@ def server(vllm_cpu, tmp_path_factory):
             process.kill()
             process.wait(timeout=30)
         log.close()
-
-
-def _tail(path: str, lines: int = 40) -> str:
-    return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
 
 
 def test_chat_completion_with_specplug_drafts(server):
