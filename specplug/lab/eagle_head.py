@@ -154,7 +154,7 @@ def load_eagle_head(head_dir: str | Path, target_config: dict[str, Any]) -> Eagl
         weights = load_file(str(weights_path))
     except Exception as error:  # safetensors raises its own error types for a damaged file
         raise HeadLayoutError(f"{weights_path}: not a readable safetensors file ({error})") from None
-    # the layer's sizes come from the head's own config (it may differ from the target's in depth only)
+    # the layer's sizes come from the head's own config; the target's fills in what it leaves out
     merged = {**target_config, **{key: value for key, value in config.items() if value is not None}}
     shapes = EagleHead.weight_shapes(merged)
     missing = sorted(set(shapes) - set(weights))
