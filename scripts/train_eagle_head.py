@@ -41,6 +41,8 @@ import sysconfig
 import time
 from pathlib import Path
 
+from specplug.lab.eagle_head import EagleHead  # the forward vLLM runs, shared with specplug trace --neural-head
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TARGET = ROOT / ".models" / "smollm2-135m-fp32"
 EVAL_PROMPTS = ROOT / "specplug" / "lab" / "data" / "prompts" / "spec_bench.jsonl"
@@ -283,96 +285,6 @@ def run_jobs(jobs: list[tuple], target: Path, workers: int, threads: int) -> lis
         pool.close()
         pool.join()
     return results
-
-
-class EagleHead:
-    """The head's own weights, named as vLLM's EagleLlamaForCausalLM loads them (embed/LM head shared)."""
-
-    def __init__(self, config: dict, generator):
-        import torch
-
-        hidden = config["hidden_size"]
-        self.heads, self.kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
-        self.head_dim = config.get("head_dim", hidden // self.heads)
-        self.eps = config["rms_norm_eps"]
-        theta = (config.get("rope_parameters") or {}).get("rope_theta", config.get("rope_theta", 10000.0))
-        self.inv_freq = 1.0 / theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim)
-        inter, kv = config["intermediate_size"], self.kv_heads * self.head_dim
-        shapes = {"fc.weight": (hidden, 2 * hidden),
-                  "layers.0.self_attn.q_proj.weight": (hidden, hidden),
-                  "layers.0.self_attn.k_proj.weight": (kv, hidden),
-                  "layers.0.self_attn.v_proj.weight": (kv, hidden),
-                  "layers.0.self_attn.o_proj.weight": (hidden, hidden),
-                  "layers.0.mlp.gate_proj.weight": (inter, hidden),
-                  "layers.0.mlp.up_proj.weight": (inter, hidden),
-                  "layers.0.mlp.down_proj.weight": (hidden, inter)}
-        self.params = {name: (torch.randn(*shape, generator=generator) / math.sqrt(shape[1])).requires_grad_()
-                       for name, shape in shapes.items()}
-        self.params["layers.0.post_attention_layernorm.weight"] = torch.ones(hidden, requires_grad=True)
-
-    def _rope(self, x, length: int):
-        import torch
-
-        angles = torch.arange(length, dtype=torch.float32)[:, None] * self.inv_freq[None]
-        cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
-        half = x.shape[-1] // 2
-        rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
-        return x * cos + rotated * sin
-
-    def unrolled(self, embeds, features, steps: int):
-        """Outputs of draft steps 1..steps at every position: row i of step k drafts token i+2 from
-        the hidden state step k-1 produced at row i-1, attending to step 1's keys up to row i-k+1 and
-        to steps 2..k's own keys on the diagonal chain, as vLLM's KV cache holds them."""
-        import torch
-        import torch.nn.functional as F
-
-        p = self.params
-        batch, length, hidden = embeds.shape
-        group = self.heads // self.kv_heads
-        causal = torch.ones(length, length, dtype=torch.bool).tril()
-        outputs, keys, values = [], [], []
-        hidden_in = features
-        for step in range(1, steps + 1):
-            x = torch.cat([embeds, hidden_in], -1) @ p["fc.weight"].T
-            q = self._rope((x @ p["layers.0.self_attn.q_proj.weight"].T).view(batch, length, self.heads, -1).transpose(1, 2), length)
-            k = self._rope((x @ p["layers.0.self_attn.k_proj.weight"].T).view(batch, length, self.kv_heads, -1).transpose(1, 2), length)
-            v = (x @ p["layers.0.self_attn.v_proj.weight"].T).view(batch, length, self.kv_heads, -1).transpose(1, 2)
-            k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
-            if step == 1:
-                attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            else:
-                scale = 1.0 / math.sqrt(self.head_dim)
-                base = (q @ keys[0].transpose(-1, -2)) * scale
-                base = base.masked_fill(~causal.tril(-(step - 1)), float("-inf"))
-                # step m's key for row i sits at row i-(step-m): shift it down by that many rows
-                chain_k = [self._shift(key, step - m) for m, key in enumerate(keys[1:] + [k], start=2)]
-                chain_v = [self._shift(value, step - m) for m, value in enumerate(values[1:] + [v], start=2)]
-                extra = torch.stack([(q * key).sum(-1) * scale for key in chain_k], -1)
-                weights = torch.cat([base, extra], -1).softmax(-1)
-                weights = torch.nan_to_num(weights)
-                attn = weights[..., :length] @ values[0]
-                for index, value in enumerate(chain_v):
-                    attn = attn + weights[..., length + index, None] * value
-            keys.append(k)
-            values.append(v)
-            attn = attn.transpose(1, 2).reshape(batch, length, hidden) @ p["layers.0.self_attn.o_proj.weight"].T
-            residual = x + attn
-            normed = residual * torch.rsqrt(residual.pow(2).mean(-1, keepdim=True) + self.eps)
-            normed = normed * p["layers.0.post_attention_layernorm.weight"]
-            mlp = (F.silu(normed @ p["layers.0.mlp.gate_proj.weight"].T) * (normed @ p["layers.0.mlp.up_proj.weight"].T))
-            out = mlp @ p["layers.0.mlp.down_proj.weight"].T + residual
-            outputs.append(out)
-            hidden_in = self._shift(out, 1)
-        return outputs
-
-    @staticmethod
-    def _shift(x, rows: int):
-        """Move rows down by ``rows`` along the sequence axis (-2), zeros on top."""
-        import torch.nn.functional as F
-
-        if rows == 0:
-            return x
-        return F.pad(x, (0, 0, rows, 0))[..., :x.shape[-2], :]
 
 
 def batches(samples: list[dict], embed, seq_len: int, batch: int, rng: random.Random):

@@ -1,4 +1,4 @@
-"""``specplug trace``: make traces with llama-server from prompt sets."""
+"""``specplug trace``: make traces with llama-server from prompt sets, or refill their neural column."""
 
 from __future__ import annotations
 
@@ -18,22 +18,33 @@ def trace_command(
     ),
     out: Path = typer.Option(..., "--out", "-o", help="trace file to write (.jsonl)"),
     model: str = typer.Option("smollm2", "--model", help="GGUF path, or smollm2 / gemma3 (under .models/)"),
-    threads: int = typer.Option(1, "--threads", "-t", min=1, help="llama-server threads"),
+    threads: int = typer.Option(1, "--threads", "-t", min=1, help="llama-server threads (torch threads for --neural-head)"),
     max_tokens: int = typer.Option(None, "--max-tokens", min=1, help="cap on generated tokens per request"),
     limit: int = typer.Option(None, "--limit", min=1, help="only the first N scripts of each set"),
     neural_model: str = typer.Option(None, "--neural-model", help="draft model (same vocabulary) whose acceptance at every position is recorded"),
+    neural_head: Path = typer.Option(
+        None, "--neural-head", help="EAGLE-1 head folder (vLLM's eagle layout) whose acceptance at every position is recorded"
+    ),
+    target_hf: Path = typer.Option(
+        Path(".models/smollm2-135m-fp32"), "--target-hf", help="the target as a Hugging Face folder (fp32), for --neural-head"
+    ),
     neural_k: int = typer.Option(6, "--neural-k", min=1, max=64, help="tokens the neural drafter drafts per step"),
+    refill_neural: Path = typer.Option(
+        None, "--refill-neural", help="existing trace file: only (re)compute its neural column (no llama-server for the target)"
+    ),
     llamacpp_types: str = typer.Option(
         "", "--llamacpp-types", help="also record llama.cpp's n-gram types on the same prompts, e.g. ngram-simple,ngram-mod"
     ),
 ) -> None:
     """Make traces with llama-server from prompt sets.
 
-    Records the greedy outputs, optionally a draft model's acceptance at every position
-    (--neural-model) and llama.cpp's own n-gram drafters' counters (--llamacpp-types).
+    Records the greedy outputs, optionally a neural drafter's acceptance at every position
+    (a draft model, --neural-model, or an EAGLE head over the fp32 target, --neural-head with
+    --target-hf) and llama.cpp's own n-gram drafters' counters (--llamacpp-types).
+    --refill-neural IN.jsonl --out OUT.jsonl recomputes only the neural column of an existing trace.
     """
     from specplug.lab.bench._llamacpp import LLAMACPP_TYPES, measure_llamacpp
-    from specplug.lab.bench._tracegen import PROMPT_SETS, generate_records, load_prompt_sets, neural_acceptance
+    from specplug.lab.bench._tracegen import PROMPT_SETS, generate_records, load_prompt_sets
     from specplug.lab.bench.llama_server import LlamaServer, find_model
     from specplug.lab.trace import write_traces
 
@@ -41,6 +52,15 @@ def trace_command(
         raise InvalidOptionError(f"--out {out} must end in .jsonl")
     check_output("--out", out)  # before the model runs
     types = comma_names("--llamacpp-types", llamacpp_types, valid=LLAMACPP_TYPES, allow_empty=True)
+    if neural_model and neural_head:
+        raise InvalidOptionError("--neural-model and --neural-head are alternatives: give one")
+    if refill_neural is not None:
+        if prompt_sets or types:
+            raise InvalidOptionError("--refill-neural takes no prompt sets and no --llamacpp-types: it only refills the neural column")
+        if not (neural_model or neural_head):
+            raise InvalidOptionError("--refill-neural needs a drafter: --neural-head DIR or --neural-model GGUF")
+        _refill(refill_neural, out, neural_model, neural_head, target_hf, neural_k, threads)
+        return
     names = list(prompt_sets or PROMPT_SETS)
     scripts = load_prompt_sets(names)
     if limit:
@@ -56,13 +76,8 @@ def trace_command(
         with LlamaServer(path, threads=threads, ctx_size=8192) as server:
             records = list(generate_records(server, scripts, model_name=path.name, max_tokens=max_tokens, progress=status.update))
         write_traces(out, records)  # after each phase (each write whole), so an interrupted run keeps what it made
-        if neural_model:
-            draft_path = find_model(neural_model)
-            with LlamaServer(draft_path, threads=threads, ctx_size=8192) as draft:
-                for index, record in enumerate(records):
-                    status.update(f"neural acceptance: {record.id}")
-                    neural = neural_acceptance(draft, record, neural_k, drafter=draft_path.name)
-                    records[index] = record.model_copy(update={"neural": neural})
+        if neural_model or neural_head:
+            records = _with_neural(records, neural_model, neural_head, target_hf, neural_k, threads, status.update)
             write_traces(out, records)
         if types:
             runs = measure_llamacpp(str(path), records, types, threads=threads, progress=status.update)
@@ -70,3 +85,34 @@ def trace_command(
     write_traces(out, records)
     tokens = sum(len(record.output_ids) for record in records)
     console.print(f"wrote {out}: {len(records)} requests, {tokens} output tokens")
+
+
+def _with_neural(records, neural_model, neural_head, target_hf, k, threads, progress):
+    """``records`` with the neural column of a draft model (llama-server) or of an EAGLE head (torch)."""
+    from specplug.lab.bench._tracegen import head_acceptance, neural_acceptance
+    from specplug.lab.bench.llama_server import LlamaServer, find_model
+
+    if neural_head is not None:
+        traces = head_acceptance(records, neural_head, target_hf, k, threads=threads, progress=progress)
+    else:
+        draft_path = find_model(neural_model)
+        traces = []
+        with LlamaServer(draft_path, threads=threads, ctx_size=8192) as draft:
+            for record in records:
+                progress(f"neural acceptance: {record.id}")
+                traces.append(neural_acceptance(draft, record, k, drafter=draft_path.name))
+    return [record.model_copy(update={"neural": trace}) for record, trace in zip(records, traces, strict=True)]
+
+
+def _refill(source, out, neural_model, neural_head, target_hf, k, threads) -> None:
+    """Write ``out``: the records of trace ``source`` with their neural column recomputed."""
+    from specplug.lab.trace import read_traces, write_traces
+
+    records = read_traces(source)
+    console = Console(stderr=True)
+    with console.status("neural acceptance") as status:
+        records = _with_neural(records, neural_model, neural_head, target_hf, k, threads, status.update)
+    write_traces(out, records)
+    accepted = [count for record in records for count in record.neural.accepted]
+    mean = sum(accepted) / len(accepted) if accepted else 0.0
+    console.print(f"wrote {out}: {len(records)} requests, mean accepted {mean:.2f} of {k} over {len(accepted)} positions")

@@ -20,7 +20,9 @@ from specplug._inputs import InputFileError, parse_json, read_text
 from specplug.lab.bench.llama_server import LlamaServer
 from specplug.lab.trace import NeuralTrace, TraceRecord
 
-__all__ = ["PROMPT_SETS", "first_user_turns", "generate_records", "load_prompt_sets", "neural_acceptance"]
+__all__ = [
+    "PROMPT_SETS", "first_user_turns", "generate_records", "head_acceptance", "load_prompt_sets", "neural_acceptance",
+]
 
 #: shipped prompt sets by workload name
 PROMPT_SETS = {
@@ -145,3 +147,54 @@ def neural_acceptance(
         draft = [int(token) for token in response.get("tokens", [])]
         accepted.append(accepted_prefix(draft, output[position : position + len(draft)]))
     return NeuralTrace(k=k, accepted=accepted, drafter=drafter)
+
+
+def head_acceptance(
+    records: Sequence[TraceRecord],
+    head_dir: str | Path,
+    target_dir: str | Path,
+    k: int,
+    *,
+    threads: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> list[NeuralTrace]:
+    """An EAGLE head's accepted length at every output position of each record (its ``neural`` column).
+
+    Per record: one teacher-forced fp32 forward of the target (Hugging Face folder ``target_dir``)
+    over prompt + output for its post-norm last hidden states, then the head's chained greedy
+    drafts at every output position at once (:func:`specplug.lab.eagle_head.draft_acceptance`).
+    One record per forward: the positions of a record are the batch, and no padding is wasted.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from specplug.lab.eagle_head import HeadLayoutError, draft_acceptance, load_eagle_head
+
+    target_dir = Path(target_dir)
+    if not (target_dir / "config.json").is_file():
+        raise InvalidOptionError(f"--target-hf {target_dir} is not a Hugging Face model folder (no config.json)")
+    target_config = json.loads((target_dir / "config.json").read_text(encoding="utf-8"))
+    try:
+        head = load_eagle_head(head_dir, target_config)
+    except HeadLayoutError as error:
+        raise InvalidOptionError(f"--neural-head: {error}") from None
+    vocab = int(target_config["vocab_size"])
+    for record in records:
+        if len(record.prompt_ids) < 2:
+            raise InvalidOptionError(f"record {record.id}: a head drafts after a prompt of at least 2 tokens, got 1")
+        if max(record.prompt_ids + record.output_ids, default=0) >= vocab:
+            raise InvalidOptionError(f"record {record.id}: token ids exceed the target's vocabulary of {vocab}")
+    torch.set_num_threads(threads)
+    model = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
+    embed, lm_head = model.get_input_embeddings().weight, model.get_output_embeddings().weight
+    drafter = Path(head_dir).resolve().name
+    traces = []
+    with torch.no_grad():
+        for record in records:
+            if progress:
+                progress(f"head acceptance: {record.id}")
+            tokens = torch.tensor(record.prompt_ids + record.output_ids, dtype=torch.long)
+            features = model.model(input_ids=tokens[None]).last_hidden_state[0]
+            accepted = draft_acceptance(head, features, tokens, len(record.prompt_ids), k, embed, lm_head)
+            traces.append(NeuralTrace(k=k, accepted=accepted, drafter=drafter))
+    return traces

@@ -1,0 +1,181 @@
+"""specplug.lab.eagle_head and ``specplug trace --neural-head``: an EAGLE head's acceptance per position.
+
+The parallel forward (every position's draft chain at once, as training uses it) is checked against
+a slow drafter written here from vLLM's description: one position at a time, a KV cache of the
+verified context plus the draft's own earlier steps, each step fed its own greedy token.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+import torch  # in .venv from scripts/setup_peers.sh; a missing torch is a failure, never a skip
+
+from specplug.cli import main
+from specplug.lab.eagle_head import EagleHead, draft_acceptance
+from specplug.lab.trace import TraceRecord, read_traces, write_traces
+
+CONFIG = {"hidden_size": 16, "intermediate_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "head_dim": 4, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "vocab_size": 12}
+
+
+def slow_draft(head, embed, lm_head, features, tokens, last_row: int, k: int) -> list[int]:
+    """k greedy tokens drafted after tokens[:last_row + 2], one step at a time with a KV cache."""
+    p, d = head.params, head.head_dim
+    group = head.heads // head.kv_heads
+
+    def rope(x, position):
+        angles = position * head.inv_freq
+        cos, sin = torch.cat([angles.cos()] * 2), torch.cat([angles.sin()] * 2)
+        return x * cos + torch.cat([-x[..., d // 2:], x[..., :d // 2]], -1) * sin
+
+    def project(x, position):
+        q = rope((p["layers.0.self_attn.q_proj.weight"] @ x).view(head.heads, d), position)
+        key = rope((p["layers.0.self_attn.k_proj.weight"] @ x).view(head.kv_heads, d), position)
+        return q, key, (p["layers.0.self_attn.v_proj.weight"] @ x).view(head.kv_heads, d)
+
+    def layer(x, q, keys, values):
+        keys_, values_ = (torch.stack(t).repeat_interleave(group, 1) for t in (keys, values))
+        weights = (torch.einsum("hd,nhd->hn", q, keys_) / math.sqrt(d)).softmax(-1)
+        residual = x + p["layers.0.self_attn.o_proj.weight"] @ torch.einsum("hn,nhd->hd", weights, values_).reshape(-1)
+        normed = residual * torch.rsqrt(residual.pow(2).mean() + head.eps) * p["layers.0.post_attention_layernorm.weight"]
+        gate = torch.nn.functional.silu(p["layers.0.mlp.gate_proj.weight"] @ normed)
+        return p["layers.0.mlp.down_proj.weight"] @ (gate * (p["layers.0.mlp.up_proj.weight"] @ normed)) + residual
+
+    keys, values = [], []
+    for row in range(last_row + 1):  # the verified context's cache: row r reads token r+1 and feature r
+        x = p["fc.weight"] @ torch.cat([embed[tokens[row + 1]], features[row]])
+        q, key, value = project(x, row)
+        keys.append(key)
+        values.append(value)
+    hidden = layer(x, q, keys, values)
+    drafts = [int((lm_head @ hidden).argmax())]
+    for step in range(1, k):
+        x = p["fc.weight"] @ torch.cat([embed[drafts[-1]], hidden])
+        q, key, value = project(x, last_row + step)
+        keys.append(key)
+        values.append(value)
+        hidden = layer(x, q, keys, values)
+        drafts.append(int((lm_head @ hidden).argmax()))
+    return drafts
+
+
+def chained(draft: list[int], truth: list[int]) -> int:
+    count = 0
+    for proposed, actual in zip(draft, truth):
+        if proposed != actual:
+            break
+        count += 1
+    return count
+
+
+def test_parallel_acceptance_equals_a_slow_one_position_at_a_time_drafter():
+    generator = torch.Generator().manual_seed(3)
+    head = EagleHead(CONFIG, generator)
+    head.params = {name: value.detach() for name, value in head.params.items()}
+    embed = torch.randn(CONFIG["vocab_size"], 16, generator=generator)
+    lm_head = torch.randn(CONFIG["vocab_size"], 16, generator=generator)
+    prompt_len, output_len, k = 5, 24, 4
+    features = torch.randn(prompt_len + output_len, 16, generator=generator)
+    # outputs that often follow the head's own drafts, so accepted lengths vary (not all zero)
+    rng = random.Random(0)
+    tokens = [rng.randrange(CONFIG["vocab_size"]) for _ in range(prompt_len)]
+    while len(tokens) < prompt_len + output_len:
+        follow = slow_draft(head, embed, lm_head, features, torch.tensor(tokens), len(tokens) - 2, 1)[0]
+        tokens.append(follow if rng.random() < 0.7 else rng.randrange(CONFIG["vocab_size"]))
+    tokens = torch.tensor(tokens)
+    fast = draft_acceptance(head, features, tokens, prompt_len, k, embed, lm_head)
+    output = tokens[prompt_len:].tolist()
+    slow = [chained(slow_draft(head, embed, lm_head, features, tokens, prompt_len + i - 2, k), output[i:])
+            for i in range(output_len)]
+    assert fast == slow
+    assert len(fast) == output_len and max(fast) >= 2 and min(fast) == 0
+    assert all(0 <= count <= min(k, output_len - i) for i, count in enumerate(fast))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A random 1-layer Llama target (Hugging Face folder) and a random head for it, made once."""
+    from safetensors.torch import save_file
+
+    tmp_path, vocab = tmp_path_factory.mktemp("tiny"), 64
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=vocab, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=4, max_position_embeddings=256,
+                         tie_word_embeddings=True)
+    LlamaForCausalLM(config).save_pretrained(tmp_path / "target")
+    target = json.loads((tmp_path / "target" / "config.json").read_text())
+    head = EagleHead(target, torch.Generator().manual_seed(1))
+    (tmp_path / "head").mkdir()
+    save_file({name: value.detach().contiguous() for name, value in head.params.items()},
+              str(tmp_path / "head" / "model.safetensors"))
+    head_config = {**target, "architectures": ["EagleLlamaForCausalLM"], "num_hidden_layers": 1}
+    (tmp_path / "head" / "config.json").write_text(json.dumps(head_config))
+    return tmp_path / "target", tmp_path / "head"
+
+
+def _run(args: list[str]) -> int:
+    """``specplug ARGS`` in this process: its exit code."""
+    try:
+        main(args)
+    except SystemExit as done:
+        return done.code or 0
+    return 0
+
+
+def _trace(tmp_path, vocab: int = 64):
+    rng = random.Random(2)
+    records = [TraceRecord(v=1, id=f"r{n}", workload="w", prompt_ids=[rng.randrange(vocab) for _ in range(6 + n)],
+                           output_ids=[rng.randrange(vocab) for _ in range(9 + n)]) for n in range(2)]
+    write_traces(tmp_path / "in.jsonl", records)
+    return tmp_path / "in.jsonl"
+
+
+def test_refill_neural_writes_one_count_per_output_token(tmp_path, capsys, tiny):
+    target, head = tiny
+    source = _trace(tmp_path)
+    code = _run(["trace", "--refill-neural", str(source), "--out", str(tmp_path / "out.jsonl"),
+                 "--neural-head", str(head), "--target-hf", str(target), "--neural-k", "3"])
+    assert code == 0, capsys.readouterr().err
+    before, after = read_traces(source), read_traces(tmp_path / "out.jsonl")
+    assert [r.output_ids for r in after] == [r.output_ids for r in before]
+    for record in after:
+        assert record.neural.k == 3 and record.neural.drafter == "head"
+        assert len(record.neural.accepted) == len(record.output_ids)
+        assert all(0 <= count <= min(3, len(record.output_ids) - i) for i, count in enumerate(record.neural.accepted))
+
+
+@pytest.mark.parametrize(("breakage", "message"), [
+    ("missing", "does not exist"),
+    ("architecture", "architectures must list EagleLlamaForCausalLM"),
+    ("vocab", "vocab_size 99 does not match the target's 64"),
+    ("weights", "missing fc.weight"),
+])
+def test_a_bad_head_is_one_clear_line(tmp_path, capsys, tiny, breakage, message):
+    import shutil
+
+    from safetensors.torch import save_file
+
+    target, head = tiny[0], shutil.copytree(tiny[1], tmp_path / "head")
+    config = json.loads((head / "config.json").read_text())
+    if breakage == "missing":
+        head = tmp_path / "nowhere"
+    elif breakage == "architecture":
+        (head / "config.json").write_text(json.dumps({**config, "architectures": ["LlamaForCausalLM"]}))
+    elif breakage == "vocab":
+        (head / "config.json").write_text(json.dumps({**config, "vocab_size": 99}))
+    else:
+        save_file({"other": torch.zeros(2)}, str(head / "model.safetensors"))
+    source = _trace(tmp_path)
+    capsys.readouterr()
+    code = _run(["trace", "--refill-neural", str(source), "--out", str(tmp_path / "out.jsonl"),
+                 "--neural-head", str(head), "--target-hf", str(target)])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out.jsonl").exists()
