@@ -8,11 +8,13 @@ Usage (in .venv-vllm-cpu, made by scripts/setup_vllm.sh):
 Workload: the code-edit prompt set (``specplug/lab/data/prompts/code_edit.jsonl``: rename, add
 types, add a docstring, refactor functions of specplug's own source), chat template, greedy,
 one request at a time. Each method gets one engine (all built first; build time is not
-counted) and a warm-up request; then ``--repeats`` rounds, each running one pass over the
-prompts per method in turn, so load changes on a shared machine fall on all methods alike. A
-pass's tokens/s is its generated tokens over its wall time. The table gives per method the
-median pass, the spread (min-max) and the median's ratio to no speculation. Greedy output is compared with no
-speculation, token for token. Acceptance (accepted / drafted tokens) comes from each engine's own
+counted) and a warm-up request (a HumanEval prompt, never measured); then ``--repeats`` rounds, each
+running one pass over its prompts per method in turn, so load changes on a shared machine fall on all
+methods alike. Every round has its own prompts (none repeats within a run): a method with a
+cross-request store (specplug's suffix) must not find a measured prompt's own answer from an earlier
+pass. A pass's tokens/s is its generated tokens over its wall time. The table gives per method the
+median pass, the spread (min-max) and the median over rounds of its ratio to no speculation in the same
+round. Greedy output is compared with no speculation, token for token, in every round. Acceptance (accepted / drafted tokens) comes from each engine's own
 spec-decode counters; ``--stats-dir`` adds specplug.hybrid's drafts by source. ``--workload``
 picks the prompt sets (code-edit, chat = Spec-Bench, agentic, mixed = the three in turn).
 """
@@ -48,14 +50,39 @@ WORKLOADS = {"code-edit": ["code-edit"], "chat": ["spec-bench"], "agentic": ["ag
              "mixed": ["code-edit", "spec-bench", "agentic"]}
 
 
-def load_prompts(count: int, workload: str = "code-edit") -> list[tuple[str, list[dict[str, str]]]]:
-    """``count`` (workload, chat) pairs: first user turns of the workload's shipped prompt sets, one
-    from each set in turn."""
-    from specplug.lab.bench._tracegen import first_user_turns
+def load_rounds(count: int, rounds: int, workload: str = "code-edit") -> list[list[tuple[str, list[dict[str, str]]]]]:
+    """``rounds`` lists of ``count`` (workload, chat) pairs, no chat in two rounds: first user turns
+    of the workload's shipped prompt sets, one from each set in turn.
+
+    >>> [[name for name, _ in pairs] for pairs in load_rounds(3, 2, "mixed")]
+    [['code-edit', 'chat', 'agentic'], ['code-edit', 'chat', 'agentic']]
+    >>> load_rounds(4, 3, "agentic")
+    Traceback (most recent call last):
+    ValueError: --prompts 4 x --repeats 3 needs 12 distinct agentic prompts per set; the shipped sets have 4 (agentic): lower --prompts or --repeats
+    """
+    from specplug.lab.bench._tracegen import first_user_turns, load_prompt_sets
 
     names = {"spec-bench": "chat"}
-    sets = [[(names.get(name, name), chat) for chat in first_user_turns(name, count)] for name in WORKLOADS[workload]]
-    return [pair for group in zip(*sets) for pair in group][:count]
+    sets = WORKLOADS[workload]
+    per_set = -(-count // len(sets))  # each round takes this many from every set
+    available = {name: len(load_prompt_sets([name])) for name in sets}
+    if per_set * rounds > min(available.values()):
+        have = ", ".join(f"{n} ({name})" for name, n in available.items())
+        raise ValueError(f"--prompts {count} x --repeats {rounds} needs {per_set * rounds} distinct {workload} prompts "
+                         f"per set; the shipped sets have {have}: lower --prompts or --repeats")
+    chats = {name: first_user_turns(name, per_set * rounds) for name in sets}
+    result = []
+    for r in range(rounds):
+        turns = [[(names.get(name, name), chat) for chat in chats[name][r * per_set:(r + 1) * per_set]] for name in sets]
+        result.append([pair for group in zip(*turns) for pair in group][:count])
+    return result
+
+
+def warm_up_chat() -> list[dict[str, str]]:
+    """The warm-up request: from a prompt set no workload measures, so no measured prompt is seen twice."""
+    from specplug.lab.bench._tracegen import first_user_turns
+
+    return first_user_turns("humaneval", 1)[0]
 
 
 def build(label: str, args, stats_file: Path | None = None):
@@ -115,12 +142,12 @@ def summarize(label: str, workload: str, passes: list[list[dict]], by_source: di
             "accepted_per_draft": counted.get("num_accepted_tokens", 0.0) / drafts if drafts else None,
             "drafts_by_source": by_source if workload == "all" else {}, "spec_counters": counted,
             "tok_s_median": statistics.median(rates), "tok_s_min": min(rates), "tok_s_max": max(rates), "passes": rates,
-            "outputs": [r["output"] for r in passes[-1] if workload in ("all", r["workload"])]}
+            "outputs": [r["output"] for results in passes for r in results if workload in ("all", r["workload"])]}
 
 
-def run_all(labels: list[str], prompts, args) -> list[dict]:
-    """All engines built first, then the passes interleaved (method by method, repeat by repeat),
-    so that a change in the machine's load falls on every method alike. One row per method and
+def run_all(labels: list[str], rounds, args) -> list[dict]:
+    """All engines built first, then the passes interleaved (method by method, round by round), so
+    that a change in the machine's load falls on every method alike. One row per method and
     workload, plus "all" when the prompts mix workloads."""
     from vllm import SamplingParams
 
@@ -130,12 +157,12 @@ def run_all(labels: list[str], prompts, args) -> list[dict]:
         if label.startswith("specplug.hybrid") and args.stats_dir:
             stats_files[label] = args.stats_dir / f"{label.split()[0]}.json"
         engines[label] = build(label, args, stats_files.get(label))
-        engines[label].chat([prompts[0][1]], params, use_tqdm=False)  # warm-up
+        engines[label].chat([warm_up_chat()], params, use_tqdm=False)
     passes: dict[str, list[list[dict]]] = {label: [] for label in labels}
-    for _ in range(args.repeats):
+    for prompts in rounds:
         for label in labels:
             passes[label].append(one_pass(engines[label], prompts, params))
-    workloads = list(dict.fromkeys(workload for workload, _ in prompts))
+    workloads = list(dict.fromkeys(workload for workload, _ in rounds[0]))
     if len(workloads) > 1:
         workloads.append("all")
     rows = []
@@ -172,13 +199,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{EAGLE_HEAD} is missing: run scripts/setup_vllm.sh (it installs the trained EAGLE head)")
     if args.stats_dir:
         args.stats_dir.mkdir(parents=True, exist_ok=True)
-    prompts = load_prompts(args.prompts, args.workload)
-    rows = run_all(args.methods, prompts, args)
-    print("\n| workload | method | tok/s median | min-max | vs none | output = none | acceptance | accepted/draft | drafts by source |")
+    try:
+        rounds = load_rounds(args.prompts, args.repeats, args.workload)
+    except ValueError as err:
+        parser.error(str(err))
+    rows = run_all(args.methods, rounds, args)
+    print("\n| workload | method | tok/s median | min-max | vs none (median of rounds) | output = none | acceptance | accepted/draft | drafts by source |")
     print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         base = next((r for r in rows if r["method"] == "none" and r["workload"] == row["workload"]), None)
-        row["vs_none"] = row["tok_s_median"] / base["tok_s_median"] if base else None
+        # each round's ratio against plain on the same prompts, then the median over rounds
+        row["vs_none"] = statistics.median(a / b for a, b in zip(row["passes"], base["passes"])) if base else None
         row["output_equals_none"] = bool(base) and row["outputs"] == base["outputs"]
         print(f"| {row['workload']} | {row['method']} | {row['tok_s_median']:.1f} | {row['tok_s_min']:.1f}-{row['tok_s_max']:.1f} "
               f"| {_fmt(row['vs_none'])}x | {'yes' if row['output_equals_none'] else 'no'} | {_fmt(row['acceptance'])} "
