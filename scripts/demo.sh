@@ -4,10 +4,10 @@
 #   llama-server:      plain | llama.cpp --spec-default | best hand setting | specplug's tuned preset
 #   llama-cpp-python:  plain | LlamaPromptLookupDecoding | specplug's SpecplugDraftModel
 # and prints tokens/s, acceptance and speedup for each (medians of 3 rounds, one thread).
-# The first run builds llama.cpp from source first (one build for both; times measured in README.md),
-# and prints each step's time and the build's progress. The demo shows a progress bar, then the tables
-# (llama-server's first as a labelled first look after round 1, then its final table after all rounds); the
-# engines' own logs go to a file it names at the end (--verbose shows them instead).
+# The first run builds llama.cpp from source (one build tree for both; times measured in README.md):
+# libllama first, then the in-process table runs, then llama-server compiles and its tables follow
+# (a labelled first look after round 1, then the final table). Each step prints its time and the
+# build its progress; the engines' own logs go to files named at the end (--verbose shows them).
 #
 #   bash scripts/demo.sh                 # Gemma-3-270M (the default)
 #   MODEL=smollm2 bash scripts/demo.sh   # SmolLM2-135M
@@ -16,11 +16,30 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup_core.sh
-bash scripts/setup_llamacpp.sh
 
 case "${MODEL:-gemma3}" in
     gemma3) model=.models/gemma-3-270m-q4_k_m.gguf ;;
     smollm2) model=.models/SmolLM2-135M-Instruct.Q4_1.gguf ;;
     *) model=$MODEL ;;
 esac
-exec .venv/bin/python -m specplug.lab.llamacpp._demo --model "$model" "$@"
+only=""  # the demo's own --only, if given: then only that part is set up and run
+previous=""
+for arg in "$@"; do
+    [ "$previous" = --only ] && only=$arg
+    case $arg in --only=*) only=${arg#--only=} ;; esac
+    previous=$arg
+done
+logs=${TMPDIR:-/tmp}
+
+# The in-process comparison first: it needs only libllama and ggml (about 40 % of the compile), so a
+# first run shows its table before llama-server and its libraries are compiled (the rest)
+if [ "$only" != server ]; then
+    bash scripts/setup_llamacpp.sh --python-only
+    .venv/bin/python -m specplug.lab.llamacpp._demo --model "$model" --only inprocess \
+        --log "$logs/specplug-demo-inprocess.log" "$@"
+fi
+if [ "$only" != inprocess ]; then
+    bash scripts/setup_llamacpp.sh
+    .venv/bin/python -m specplug.lab.llamacpp._demo --model "$model" --only server \
+        --log "$logs/specplug-demo-server.log" "$@"
+fi

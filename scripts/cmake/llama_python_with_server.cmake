@@ -15,12 +15,22 @@
 #    with --mmproj; no multimodal model ships on PyPI) is compiled at -O0;
 #  - installs the two programs into the package's llama_cpp/bin and the shared libraries they need
 #    beyond libllama and libggml into llama_cpp/lib, found through an $ORIGIN-relative RPATH.
+if(SPECPLUG_STAGE STREQUAL "python" AND PROJECT_NAME STREQUAL "llama.cpp")
+    # The first build makes no common library: llama-cpp-python forces LLAMA_BUILD_COMMON on in the
+    # cache, and llama.cpp's install rules then want it installed. A normal variable in llama.cpp's
+    # own scope shadows that entry (its option() leaves a normal variable alone, policy CMP0077).
+    set(LLAMA_BUILD_COMMON OFF)
+endif()
 include_guard(GLOBAL)  # included after every project() call; llama.cpp and ggml have their own
 
 set(_SPECPLUG_PROGRAMS llama-server llama-quantize)
 # llama.cpp's own rule installs llama-server to <prefix>/bin (site-packages/bin): the same place as ours
 set(CMAKE_INSTALL_BINDIR llama_cpp/bin CACHE PATH "where llama.cpp's install rules put programs")
 set(_SPECPLUG_LIBRARIES llama-common mtmd llama-server-impl llama-quantize-impl)
+# what llama-cpp-python's own install rules put into the package (the others it names are GPU backends)
+set(_SPECPLUG_PYTHON_LIBRARIES llama ggml ggml-base ggml-cpu)
+# "python": libllama and ggml only (-DLLAMA_BUILD_TOOLS=OFF), "server" (default): everything above
+set(SPECPLUG_STAGE server CACHE STRING "which of the two builds in one build tree: python or server")
 # libllama's files that never run while a token is decoded (model loading, the tokenizer, quantizing,
 # grammars, chat templates, LoRA adapters, the caches of architectures other than the models here):
 # -O1, like the common library; the rest of libllama (context, graph, the per-architecture graph
@@ -67,18 +77,29 @@ endfunction()
 
 function(_specplug_build_python_and_server)
     _specplug_targets_under("${CMAKE_SOURCE_DIR}" targets)
-    foreach(wanted IN LISTS _SPECPLUG_PROGRAMS)
-        if(NOT wanted IN_LIST targets)
-            message(FATAL_ERROR "llama_python_with_server.cmake: this llama.cpp defines no ${wanted} target "
-                                "(configure with -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON)")
-        endif()
-    endforeach()
+    if(SPECPLUG_STAGE STREQUAL "python")
+        # the first of two builds in one build tree: only what the Python package loads, so that its
+        # demo can run while nothing else is compiled; the second build (tools on) adds the programs
+        # and recompiles nothing of this, its compile commands being the same
+        set(wanted_targets ${_SPECPLUG_PYTHON_LIBRARIES})
+    else()
+        set(wanted_targets ${_SPECPLUG_PROGRAMS})
+        foreach(wanted IN LISTS _SPECPLUG_PROGRAMS)
+            if(NOT wanted IN_LIST targets)
+                message(FATAL_ERROR "llama_python_with_server.cmake: this llama.cpp defines no ${wanted} target "
+                                    "(configure with -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON)")
+            endif()
+        endforeach()
+    endif()
     foreach(target IN LISTS targets)
-        if(NOT target IN_LIST _SPECPLUG_PROGRAMS)
+        if(NOT target IN_LIST wanted_targets)
             set_property(TARGET "${target}" PROPERTY EXCLUDE_FROM_ALL TRUE)
         endif()
         _specplug_optimization("${target}")
     endforeach()
+    if(SPECPLUG_STAGE STREQUAL "python")
+        return()
+    endif()
 
     set(package "${SKBUILD_PLATLIB_DIR}/llama_cpp")
     foreach(program IN LISTS _SPECPLUG_PROGRAMS)
