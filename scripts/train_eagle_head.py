@@ -495,7 +495,7 @@ DATA_OPTIONS = ("seed", "threads", "prompts", "code_share", "reading_share", "ma
 def data_options(args) -> dict:
     import torch
 
-    return {"format": DATA_FORMAT, "python": sys.version.split()[0], "torch": torch.__version__,
+    return {"format": DATA_FORMAT, "python": sys.version.split()[0], "torch": str(torch.__version__),
             "target": str(args.target.resolve()),
             **{name: getattr(args, name) for name in DATA_OPTIONS}}
 
