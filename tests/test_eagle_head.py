@@ -179,3 +179,50 @@ def test_a_bad_head_is_one_clear_line(tmp_path, capsys, tiny, breakage, message)
     assert code == 2 and message in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "out.jsonl").exists()
+
+
+# --- scripts/train_eagle_head.py's data helpers (the training run itself is tests/vllm/engine/test_train_eagle_head.py)
+
+def _training_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "train_eagle_head.py"
+    spec = importlib.util.spec_from_file_location("train_eagle_head", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_validation_split_takes_whole_samples_the_same_way_each_time():
+    script = _training_script()
+    answered = [{"id": n} for n in range(20)]
+    train, held = script.split_validation(answered, 0.15, seed=0)
+    assert len(held) == 3 and len(train) == 17
+    assert sorted(s["id"] for s in train + held) == list(range(20))
+    assert script.split_validation(answered, 0.15, seed=0) == (train, held)
+    assert script.split_validation(answered, 0.15, seed=1)[1] != held
+    assert script.split_validation(answered, 0.0, seed=0) == (answered, [])
+
+
+def test_passages_take_turns_between_kinds_and_come_from_python_itself():
+    script = _training_script()
+    units, _ = script.stdlib_units(200, seed=0)
+    pairs = script.build_passages(9, 900, ["topics", "docs", "code"], units, seed=0)
+    assert len(pairs) == 9
+    assert all(answer.startswith("```python\n") for _, answer in pairs[2::3])
+    assert not any(answer.startswith("```") for _, answer in pairs[0::3] + pairs[1::3])
+    assert all(0 < len(answer) <= 900 + len("```python\n\n```") for _, answer in pairs)
+
+
+def test_a_data_cache_made_with_other_options_is_refused_in_one_line(tmp_path):
+    script = _training_script()
+    options = {"format": script.DATA_FORMAT, "seed": 0, "prompts": 8}
+    torch.save({"options": options, "eval": [], "answered": [], "forced": [], "source": {}, "seconds": 1.0},
+               tmp_path / "data.pt")
+    assert script.load_data_cache(tmp_path / "data.pt", options)["seconds"] == 1.0
+    with pytest.raises(ValueError, match=r"other data options \(prompts 8 there, 9 here\)"):
+        script.load_data_cache(tmp_path / "data.pt", options | {"prompts": 9})
+    (tmp_path / "bad.pt").write_bytes(b"not a cache")
+    with pytest.raises(ValueError, match="not a readable data cache"):
+        script.load_data_cache(tmp_path / "bad.pt", options)
