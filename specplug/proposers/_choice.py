@@ -33,7 +33,7 @@ KIND_PLAIN, KIND_LOOKUP, KIND_NEURAL, KIND_LOOKUP_NEURAL = range(4)
 #: ``lookups + index`` of a neural part
 NOT_DRAFTED, EMPTY = -2, -1
 
-# params (float64): prior, prior_weight, explore, decay, min_gain, margin
+# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight
 # flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup
 
 
@@ -77,6 +77,20 @@ def chained_estimate(
     for j in range(len(drafted)):
         previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
         out[j] = (own_accepted[j] + weight * previous) / (own_drafted[j] + weight)
+
+
+@njit(cache=True)
+def _lookup_estimate(
+    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
+    prior: float, weight: float, own_weight: float, out: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    # chained_estimate, the request's counts shrunk towards the pooled estimate with a weight of their own:
+    # a lookup is scored at every step, chosen or not, so a request's counts grow fast and tell how
+    # much of this request's text repeats, which differs more between requests than any pool shows
+    previous = prior
+    for j in range(len(drafted)):
+        previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
+        out[j] = (own_accepted[j] + own_weight * previous) / (own_drafted[j] + own_weight)
 
 
 @njit(cache=True)
@@ -137,6 +151,7 @@ def choose_rows(
     """
     prior, weight, explore, decay = params[0], params[1], params[2], params[3]
     min_gain, margin = params[4], params[5]
+    lookup_weight = params[6]
     by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
     positions = own_drafted.shape[3]
     n_lookups, n_neurals = len(lookup_tracks), len(neural_tracks)
@@ -193,8 +208,8 @@ def choose_rows(
             if n == 0:
                 continue
             track, band = lookup_tracks[li], lookup_bands[li, row]
-            chained_estimate(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
-                      prior, weight, p_lookup)
+            _lookup_estimate(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
+                         prior, weight, lookup_weight, p_lookup)
             rate, k, value = _best_cut(p_lookup, n, step_times[ran])
             if rate > best_rate:
                 best_rate, choice[row], cut[row], expected[row] = rate, li, k, value
@@ -227,8 +242,8 @@ def choose_rows(
             if n == 0:
                 continue
             lookup_track, band = lookup_tracks[li], lookup_bands[li, row]
-            chained_estimate(own_d[lookup_track, band], own_a[lookup_track, band], pooled_drafted[lookup_track, band],
-                      pooled_accepted[lookup_track, band], prior, weight, p_lookup)
+            _lookup_estimate(own_d[lookup_track, band], own_a[lookup_track, band], pooled_drafted[lookup_track, band],
+                         pooled_accepted[lookup_track, band], prior, weight, lookup_weight, p_lookup)
             for j in range(positions):
                 towards[j] = max(p_lookup[j], p_neural[j])
             _estimate_towards(own_d[confirmed, 0], own_a[confirmed, 0], pooled_drafted[confirmed, 0],

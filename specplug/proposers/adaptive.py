@@ -58,6 +58,10 @@ class AdaptiveOptions(MethodOptions):
     neural_probe: bool = Field(
         False, description="ask a neural drafter for its whole draft and score the tokens past the verified cut too"
     )
+    lookup_prior_weight: float = Field(
+        1.0, gt=0, le=1e6, allow_inf_nan=False,
+        description="with a cost model: observations the pooled estimate is worth against a request's own lookup counts (a lookup is scored at every step)",
+    )
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
@@ -114,6 +118,7 @@ class AdaptiveProposer(CompositeProposer):
             batch_size=options.batch_size,
             half_life=options.half_life,
             probe=options.neural_probe,
+            lookup_prior_weight=options.lookup_prior_weight,
         )
         if "neural" in self.kinds:
             self.draft_kind = "neural"
