@@ -73,20 +73,17 @@ def chained_estimate(
 ) -> None:  # pragma: no cover - compiled
     """Acceptance per position (into ``out``): pooled, each position shrunk towards the estimate of
     the one before it (the first towards ``prior``), the request's counts shrunk towards those."""
-    previous = prior
-    for j in range(len(drafted)):
-        previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
-        out[j] = (own_accepted[j] + weight * previous) / (own_drafted[j] + weight)
+    _chained_estimate_weighted(own_drafted, own_accepted, drafted, accepted, prior, weight, weight, out)
 
 
 @njit(cache=True)
-def _lookup_estimate(
+def _chained_estimate_weighted(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
     prior: float, weight: float, own_weight: float, out: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    # chained_estimate, the request's counts shrunk towards the pooled estimate with a weight of their own:
-    # a lookup is scored at every step, chosen or not, so a request's counts grow fast and tell how
-    # much of this request's text repeats, which differs more between requests than any pool shows
+    # chained_estimate with the pooled estimate worth ``own_weight`` observations against the request's
+    # counts. A lookup is scored at every step, chosen or not, so a request's counts grow fast and tell
+    # how much of this request's text repeats, which differs more between requests than any pool shows
     previous = prior
     for j in range(len(drafted)):
         previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
@@ -208,8 +205,8 @@ def choose_rows(
             if n == 0:
                 continue
             track, band = lookup_tracks[li], lookup_bands[li, row]
-            _lookup_estimate(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
-                         prior, weight, lookup_weight, p_lookup)
+            _chained_estimate_weighted(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
+                                       prior, weight, lookup_weight, p_lookup)
             rate, k, value = _best_cut(p_lookup, n, step_times[ran])
             if rate > best_rate:
                 best_rate, choice[row], cut[row], expected[row] = rate, li, k, value
@@ -242,8 +239,8 @@ def choose_rows(
             if n == 0:
                 continue
             lookup_track, band = lookup_tracks[li], lookup_bands[li, row]
-            _lookup_estimate(own_d[lookup_track, band], own_a[lookup_track, band], pooled_drafted[lookup_track, band],
-                         pooled_accepted[lookup_track, band], prior, weight, lookup_weight, p_lookup)
+            _chained_estimate_weighted(own_d[lookup_track, band], own_a[lookup_track, band], pooled_drafted[lookup_track, band],
+                                       pooled_accepted[lookup_track, band], prior, weight, lookup_weight, p_lookup)
             for j in range(positions):
                 towards[j] = max(p_lookup[j], p_neural[j])
             _estimate_towards(own_d[confirmed, 0], own_a[confirmed, 0], pooled_drafted[confirmed, 0],
