@@ -17,6 +17,12 @@ import specplug
 from specplug import BatchStep, InvalidOptionError, InvalidTokensError, RequestStateError
 from tests.streams import repetitive_tokens
 
+def _neural_stand_in():
+    part = specplug.create("ngram", min_n=1, max_n=2)  # deterministic, declared neural
+    part.draft_kind = "neural"
+    return part
+
+
 def _batch_kernel_always(proposer):
     proposer.batch_kernel_from = 0  # the batch kernel even for one row (else small batches go row by row)
     return proposer
@@ -47,6 +53,7 @@ METHODS = {
     "suffix-kernel": lambda: _batch_kernel_always(specplug.create("suffix")),
     "suffix-kernel-long": lambda: _batch_kernel_always(specplug.create("suffix", min_match=1, long_match=3, max_depth=6)),
     "adaptive": lambda: specplug.create("adaptive", candidates=["suffix", "ngram"]),
+    "hybrid": lambda: specplug.create("hybrid", neural=_neural_stand_in(), lookup="suffix"),
 }
 
 
@@ -163,7 +170,9 @@ def _mixed_schedule_and_run(draw, method):
     return True
 
 
-@pytest.mark.parametrize("method", ["ngram", "ngram-parallel", "ngram-rows", "suffix", "suffix-parallel", "suffix-rows"])
+@pytest.mark.parametrize(
+    "method", ["ngram", "ngram-parallel", "ngram-rows", "suffix", "suffix-parallel", "suffix-rows", "adaptive", "hybrid"]
+)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_batch_steps_and_per_request_calls_mix_on_one_proposer(method, data):

@@ -169,22 +169,28 @@ def candidates(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l
         prev = prev_s
     mask = tokens.shape[0] - 1
     start = state[START]
+    # Two passes. The chain walk is a chain of dependent loads (each link is read from the one
+    # before), so it runs alone: a mispredicted match comparison in the same loop would throw the
+    # next link's load away and serialize two cache misses per link. The comparisons then load
+    # independent positions, which the CPU overlaps.
     found = 0
-    depth_cap = min(max_depth, q)
     while g >= start and found < ends.shape[0]:
+        ends[found] = g
+        found += 1
+        step = prev[g & mask]
+        if step == 0:
+            break
+        g -= step
+    depth_cap = min(max_depth, q)
+    for i in range(found):
+        g = ends[i]
         m = 0
         while m < depth_cap and g - m >= start:
             t = tokens[(g - m) & mask]
             if t == SEP or t != query[q - 1 - m]:
                 break
             m += 1
-        ends[found] = g
-        lengths[found] = m
-        found += 1
-        step = prev[g & mask]
-        if step == 0:
-            break
-        g -= step
+        lengths[i] = m
     return found
 
 
@@ -226,6 +232,15 @@ def draft(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max
     """
     ends = np.empty(max_candidates, dtype=np.int64)
     lengths = np.empty(max_candidates, dtype=np.int64)
+    return vote(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, max_tokens,
+                spec_factor, spec_offset, min_token_prob, out, ends, lengths)
+
+
+@njit(cache=True)
+def vote(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, max_tokens, spec_factor,
+         spec_offset, min_token_prob, out, ends, lengths):
+    """:func:`draft` with its scratch given (``len(ends)`` = ``len(lengths)`` = max_candidates): a
+    batch step allocates it once for all rows."""
     found = candidates(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, ends, lengths)
     mask = tokens.shape[0] - 1
     end = state[END]
@@ -292,8 +307,9 @@ def draft(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max
 def _step_row(rings, lengths, slot, new_tokens, begin, count, limit, a_s, a_l, max_depth, max_candidates,
               max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
               c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-              drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached):
-    """One row of a batch step; False when its ring has no room (it is left untouched)."""
+              drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached, ends, matches):
+    """One row of a batch step; False when its ring has no room (it is left untouched).
+    ``ends`` and ``matches`` are the votes' scratch (max_candidates each)."""
     tokens, prev_s, head_s, prev_l, head_l, state = rings[slot]
     length = lengths[slot]
     out_lengths[row] = 0
@@ -311,13 +327,13 @@ def _step_row(rings, lengths, slot, new_tokens, begin, count, limit, a_s, a_l, m
     first = max(0, length - max_depth)
     query = tokens[first:length]
     mine = out[row]
-    taken, score, match = draft(tokens, prev_s, head_s, prev_l, head_l, state, query, length - first, a_s, a_l,
-                                max_depth, max_candidates, limit, spec_factor, spec_offset, min_token_prob, mine)
+    taken, score, match = vote(tokens, prev_s, head_s, prev_l, head_l, state, query, length - first, a_s, a_l,
+                               max_depth, limit, spec_factor, spec_offset, min_token_prob, mine, ends, matches)
     if use_cache:
         theirs = cached[row]
-        c_taken, c_score, c_match = draft(c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state, query,
-                                          length - first, a_s, a_l, max_depth, max_candidates, limit,
-                                          spec_factor, spec_offset, min_token_prob, theirs)
+        c_taken, c_score, c_match = vote(c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state, query,
+                                         length - first, a_s, a_l, max_depth, limit, spec_factor, spec_offset,
+                                         min_token_prob, theirs, ends, matches)
         if c_match > match or (c_match == match and c_score > score):
             taken, score = c_taken, c_score
             for k in range(taken):
@@ -345,12 +361,15 @@ def step_batch(rings, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max
     see :func:`step_batch_parallel` for many rows on many cores.
     """
     stuck = 0
+    ends = np.empty(max_candidates, dtype=np.int64)
+    matches = np.empty(max_candidates, dtype=np.int64)
     for row in range(len(slots)):
         begin = offsets[row]
         if not _step_row(rings, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
                          a_s, a_l, max_depth, max_candidates, max_tokens, spec_factor, spec_offset, min_token_prob,
                          use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-                         drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached):
+                         drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached,
+                         ends, matches):
             blocked[row] = True
             stuck += 1
     return stuck
@@ -365,10 +384,13 @@ def step_batch_parallel(rings, lengths, slots, new_tokens, offsets, limits, a_s,
     stuck = 0
     for row in prange(len(slots)):
         begin = offsets[row]
+        ends = np.empty(max_candidates, dtype=np.int64)  # per row: rows run on different threads
+        matches = np.empty(max_candidates, dtype=np.int64)
         if not _step_row(rings, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
                          a_s, a_l, max_depth, max_candidates, max_tokens, spec_factor, spec_offset, min_token_prob,
                          use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-                         drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached):
+                         drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached,
+                         ends, matches):
             blocked[row] = True
             stuck += 1
     return stuck
