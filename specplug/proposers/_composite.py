@@ -60,6 +60,16 @@ class Choosing:
     continue_with_lookup: bool = True
 
 
+def _part_step(part: Proposer, step: BatchStep) -> BatchDrafts:
+    """A part's batch step. The composite checked the step already (the same rows, tokens and
+    offsets, limits it derived, every request started in every part), so a part that keeps the
+    base class's ``step_batch`` is not checked again: each check is O(rows) set operations."""
+    if type(part).step_batch is Proposer.step_batch:
+        with part._lock:
+            return part._step_batch(step)
+    return part.step_batch(step)
+
+
 class CompositeProposer(Proposer):
     """Parts' lifecycle, request lengths, later-step scoring, pooled per-position statistics, and
     the step for the whole batch.
@@ -235,7 +245,7 @@ class CompositeProposer(Proposer):
         tokens, lengths, scores = self._lookup_arrays(rows, limits)
         sources: list[Sequence[str]] = []
         for li, index in enumerate(self.choosing.lookups):
-            got = self.parts[index].step_batch(BatchStep(ids, new_tokens, offsets, limits))
+            got = _part_step(self.parts[index], BatchStep(ids, new_tokens, offsets, limits))
             width = got.tokens.shape[1] if rows else 0
             tokens[li, :, :width] = got.tokens
             lengths[li] = got.lengths
@@ -251,7 +261,7 @@ class CompositeProposer(Proposer):
         for ni, index in enumerate(self.choosing.neurals):
             # every row's tokens go in; a draft comes out only where this part was chosen
             asking = np.where(choice == n_lookups + ni, asked, 0)
-            got = self.parts[index].step_batch(BatchStep(ids, new_tokens, offsets, asking))
+            got = _part_step(self.parts[index], BatchStep(ids, new_tokens, offsets, asking))
             width = got.tokens.shape[1] if rows else 0
             neural_tokens[ni, :, :width] = got.tokens
             neural_lengths[ni] = got.lengths

@@ -34,6 +34,28 @@ EMPTY = -1
 SEP = -1
 START, END, USED_SHORT, USED_LONG = 0, 1, 2, 3
 MAX_LOAD = 0.75
+#: int32 words before a pooled ring's arrays (its state, padded to a cache line)
+STATE_WORDS = 16
+
+
+@njit(cache=True, inline="always")
+def pooled_ring(memory, offset, capacity, long_level):
+    """A request ring's arrays, views of its block in the pool's buffer (``_suffix_index.RingPool``):
+    state, tokens, short chain, short head table, long chain, long head table (one slot each when
+    the long level is off). Plain Python through ``pooled_ring.py_func``."""
+    state = memory[offset : offset + 4]
+    at = offset + STATE_WORDS
+    tokens = memory[at : at + capacity]
+    prev_s = memory[at + capacity : at + 2 * capacity]
+    head_s = memory[at + 2 * capacity : at + 4 * capacity]
+    at += 4 * capacity
+    if long_level:
+        prev_l = memory[at : at + capacity]
+        head_l = memory[at + capacity : at + 3 * capacity]
+    else:
+        prev_l = memory[at : at + 1]
+        head_l = memory[at + 1 : at + 2]
+    return state, tokens, prev_s, head_s, prev_l, head_l
 
 
 @njit(cache=True, inline="always")
@@ -304,13 +326,13 @@ def vote(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_
 
 
 @njit(cache=True)
-def _step_row(rings, lengths, slot, new_tokens, begin, count, limit, a_s, a_l, max_depth, max_candidates,
+def _step_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count, limit, a_s, a_l, max_depth, max_candidates,
               max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
               c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
               drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached, ends, matches):
     """One row of a batch step; False when its ring has no room (it is left untouched).
     ``ends`` and ``matches`` are the votes' scratch (max_candidates each)."""
-    tokens, prev_s, head_s, prev_l, head_l, state = rings[slot]
+    state, tokens, prev_s, head_s, prev_l, head_l = pooled_ring(memory, bases[slot], capacities[slot], a_l > 0)
     length = lengths[slot]
     out_lengths[row] = 0
     scores[row] = 0.0
@@ -346,7 +368,7 @@ def _step_row(rings, lengths, slot, new_tokens, begin, count, limit, a_s, a_l, m
 
 
 @njit(cache=True)
-def step_batch(rings, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max_depth, max_candidates,
+def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max_depth, max_candidates,
                max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
                c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
                drafts, draft_lengths, draft_scores, out, out_lengths, scores, accepted, blocked, cached):
@@ -365,7 +387,7 @@ def step_batch(rings, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max
     matches = np.empty(max_candidates, dtype=np.int64)
     for row in range(len(slots)):
         begin = offsets[row]
-        if not _step_row(rings, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
+        if not _step_row(memory, bases, capacities, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
                          a_s, a_l, max_depth, max_candidates, max_tokens, spec_factor, spec_offset, min_token_prob,
                          use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
                          drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached,
@@ -376,7 +398,7 @@ def step_batch(rings, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max
 
 
 @njit(cache=True, parallel=True)
-def step_batch_parallel(rings, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max_depth, max_candidates,
+def step_batch_parallel(memory, bases, capacities, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max_depth, max_candidates,
                         max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
                         c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
                         drafts, draft_lengths, draft_scores, out, out_lengths, scores, accepted, blocked, cached):
@@ -386,7 +408,7 @@ def step_batch_parallel(rings, lengths, slots, new_tokens, offsets, limits, a_s,
         begin = offsets[row]
         ends = np.empty(max_candidates, dtype=np.int64)  # per row: rows run on different threads
         matches = np.empty(max_candidates, dtype=np.int64)
-        if not _step_row(rings, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
+        if not _step_row(memory, bases, capacities, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
                          a_s, a_l, max_depth, max_candidates, max_tokens, spec_factor, spec_offset, min_token_prob,
                          use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
                          drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached,
