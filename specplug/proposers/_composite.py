@@ -27,9 +27,8 @@ import numpy as np
 from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, check_draft, draft_accepted
 from specplug._cost._linear import CostModel, LinearCostModel
 from specplug._cost._steps import _draft_coefficients, _verify_coefficients, spec_step_times
-from specplug.proposers import _choice
+from specplug.proposers import _choice, _row_drafts
 from specplug.proposers._parts import BANDS, PositionStats, checked_batch_size, estimate, optimism, score_bands
-from specplug.proposers import _row_drafts
 from specplug.proposers._pending import PendingTable
 from specplug.proposers._row_drafts import RowDraft, RowDrafts
 
@@ -289,12 +288,11 @@ class CompositeProposer(Proposer):
         for row, request_id in enumerate(ids):
             last = pending[request_id]
             if bounds[row + 1] > bounds[row] and last is not None:
-                if isinstance(last, RowDraft):  # a row of the arrays (none when it holds no draft), copied: it is about to change
+                if isinstance(last, RowDraft):  # a row of the arrays, copied (it is about to change); empty: none
                     if not len(last):
                         continue
                     last = last.draft()
-                draft = last
-                out.append((request_id, draft, draft_accepted(draft, flat[bounds[row] : bounds[row + 1]])))
+                out.append((request_id, last, draft_accepted(last, flat[bounds[row] : bounds[row + 1]])))
         return out
 
     # ---------------------------------------------------------------- the kernels' arguments
