@@ -17,6 +17,12 @@ import specplug
 from specplug import BatchStep, InvalidOptionError, InvalidTokensError, RequestStateError
 from tests.streams import repetitive_tokens
 
+def _neural_stand_in():
+    part = specplug.create("ngram", min_n=1, max_n=2)  # deterministic, declared neural
+    part.draft_kind = "neural"
+    return part
+
+
 def _batch_kernel_always(proposer):
     proposer.batch_kernel_from = 0  # the batch kernel even for one row (else small batches go row by row)
     return proposer
@@ -47,6 +53,7 @@ METHODS = {
     "suffix-kernel": lambda: _batch_kernel_always(specplug.create("suffix")),
     "suffix-kernel-long": lambda: _batch_kernel_always(specplug.create("suffix", min_match=1, long_match=3, max_depth=6)),
     "adaptive": lambda: specplug.create("adaptive", candidates=["suffix", "ngram"]),
+    "hybrid": lambda: specplug.create("hybrid", neural=_neural_stand_in(), lookup="suffix"),
 }
 
 
@@ -163,7 +170,9 @@ def _mixed_schedule_and_run(draw, method):
     return True
 
 
-@pytest.mark.parametrize("method", ["ngram", "ngram-parallel", "ngram-rows", "suffix", "suffix-parallel", "suffix-rows"])
+@pytest.mark.parametrize(
+    "method", ["ngram", "ngram-parallel", "ngram-rows", "suffix", "suffix-parallel", "suffix-rows", "adaptive", "hybrid"]
+)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_batch_steps_and_per_request_calls_mix_on_one_proposer(method, data):
@@ -274,3 +283,33 @@ def test_a_fault_in_a_batch_path_costs_the_steps_rows_their_drafts_until_they_st
     assert list(got.lengths) == [0, 0]
     got = guard.step_batch(BatchStep.of(["a"], [[2]], [2], stopped=["a"], started=[("a", [1, 2, 3, 1])]))
     assert got.draft(0).tokens == (3, 1)  # restarted: drafts again
+
+
+def test_suffix_rings_in_one_growing_buffer_draft_as_the_reference_does():
+    """Every request's ring is a block of one buffer (``RingPool``): the buffer moves as it grows,
+    rings move to bigger blocks, stopped requests' blocks are reused, and every draft is still
+    the brute-force reference's."""
+    fast = specplug.create("suffix", global_cache=False)
+    reference = specplug.create("suffix", implementation="reference", global_cache=False)
+    rng = np.random.default_rng(3)
+    live: list[str] = []
+    moves = reused = 0
+    for step in range(30):
+        memory, used = fast._pool.memory, fast._pool.used
+        stopped = [rid for rid in live if rng.integers(0, 4) == 0]
+        started = [(f"{step}-{i}", rng.integers(0, 6, size=int(rng.integers(1, 300))).tolist()) for i in range(3)]
+        tokens = [rng.integers(0, 6, size=int(rng.integers(1, 40))).tolist() for _ in live]  # rings outgrow their blocks
+        rows = [rid for rid in live if rid not in stopped]
+        tokens = [chunk for rid, chunk in zip(live, tokens) if rid not in stopped]
+        got = fast.step_batch(BatchStep.of(rows, tokens, [5] * len(rows), started=started, stopped=stopped))
+        for rid in stopped:
+            reference.stop(rid)
+        for rid, prompt in started:
+            reference.start(rid, prompt)
+        for row, rid in enumerate(rows):
+            reference.extend(rid, tokens[row])
+            assert got.draft(row).tokens == reference.propose(rid, 5).tokens, (step, rid)
+        live = rows + [rid for rid, _ in started]
+        moves += fast._pool.memory is not memory
+        reused += bool(stopped) and fast._pool.used == used
+    assert moves >= 1 and reused >= 1

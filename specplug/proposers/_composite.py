@@ -27,9 +27,10 @@ import numpy as np
 from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, check_draft, draft_accepted
 from specplug._cost._linear import CostModel, LinearCostModel
 from specplug._cost._steps import _draft_coefficients, _verify_coefficients, spec_step_times
-from specplug.proposers import _choice
+from specplug.proposers import _choice, _row_drafts
 from specplug.proposers._parts import BANDS, PositionStats, checked_batch_size, estimate, optimism, score_bands
 from specplug.proposers._pending import PendingTable
+from specplug.proposers._row_drafts import RowDraft, RowDrafts
 
 __all__ = ["Choosing", "CompositeProposer"]
 
@@ -58,14 +59,14 @@ class Choosing:
     continue_with_lookup: bool = True
 
 
-class _Drafted:
-    """A row's draft as the batch path keeps it for the next step: what ``draft_accepted`` reads."""
-
-    __slots__ = ("tokens",)
-    alternatives: tuple[tuple[int, ...], ...] = ()
-
-    def __init__(self, tokens: tuple[int, ...]) -> None:
-        self.tokens = tokens
+def _part_step(part: Proposer, step: BatchStep) -> BatchDrafts:
+    """A part's batch step. The composite checked the step already (the same rows, tokens and
+    offsets, limits it derived, every request started in every part), so a part that keeps the
+    base class's ``step_batch`` is not checked again: each check is O(rows) set operations."""
+    if type(part).step_batch is Proposer.step_batch:
+        with part._lock:
+            return part._step_batch(step)
+    return part.step_batch(step)
 
 
 class CompositeProposer(Proposer):
@@ -120,6 +121,8 @@ class CompositeProposer(Proposer):
         self._own_accepted = np.zeros((0, tracks, BANDS, positions))
         self._lengths = np.zeros(0, dtype=np.int64)
         self._waiting = PendingTable(0, positions)
+        # each request's last draft, by slot, for the batch path's acceptance count (see _row_drafts)
+        self._drafts = RowDrafts(positions, self.name, rows=0)
         self._pooled_drafted = np.zeros((tracks, BANDS, positions))
         self._pooled_accepted = np.zeros((tracks, BANDS, positions))
         self._no_times = np.zeros((1, len(_KINDS), 1))
@@ -150,6 +153,7 @@ class CompositeProposer(Proposer):
         self._own_accepted[slot] = 0.0
         self._lengths[slot] = len(prompt)
         self._waiting.clear(slot)
+        self._drafts.start(request_id, slot)
 
     def _new_slot(self) -> int:
         slot = len(self._lengths)
@@ -159,11 +163,14 @@ class CompositeProposer(Proposer):
         self._own_accepted = np.concatenate([self._own_accepted, np.zeros(extra)])
         self._lengths = np.concatenate([self._lengths, np.zeros(grown - slot, dtype=np.int64)])
         self._waiting.grow_slots(grown)
+        self._drafts.grow(grown)
         self._free.extend(range(grown - 1, slot, -1))
         return slot
 
     def _stop(self, request_id: RequestId) -> None:
-        self._free.append(self._slot.pop(request_id))
+        slot = self._slot.pop(request_id)
+        self._drafts.stop(request_id, slot)
+        self._free.append(slot)
         errors = []
         for part in self.parts:
             try:
@@ -175,6 +182,7 @@ class CompositeProposer(Proposer):
 
     # ---------------------------------------------------------------- per request: the batch machinery, one row
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
+        self._drafts.touch(request_id)
         for part in self.parts:
             part.extend(request_id, tokens)
         waiting = self._waiting
@@ -184,6 +192,7 @@ class CompositeProposer(Proposer):
         )  # fmt: skip
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
+        self._drafts.touch(request_id)
         limit = min(max_tokens, self.positions)
         slots = np.array([self._slot[request_id]], dtype=np.int64)
         limits = np.array([limit], dtype=np.int64)
@@ -225,26 +234,20 @@ class CompositeProposer(Proposer):
         rows = step.rows
         ids, new_tokens, offsets = step.request_ids, step.new_tokens, step.offsets
         limits = np.minimum(step.limits, self.positions)
-        pending, slot_of = self._pending, self._slot
-        bounds = offsets.tolist()
+        pending, slot_of, drafts = self._pending, self._slot, self._drafts
+        if drafts.dirty:  # drafts that per-request calls made: into the arrays first
+            drafts.sync(pending, slot_of)
+        slots = np.fromiter(map(slot_of.__getitem__, ids), dtype=np.int64, count=rows)
+        observed = self._observed_rows(ids, new_tokens, offsets) if self._observes else ()
+        # acceptance of each row's last draft, as extend() counts it: in arrays, no Python per row
         accepted = np.zeros(rows, dtype=np.int64)
-        observed: list[tuple[RequestId, Draft, int]] = []
-        flat: list[int] | None = None
-        for row, request_id in enumerate(ids):  # acceptance of each row's last draft, as extend() counts it
-            begin, end = bounds[row], bounds[row + 1]
-            if end > begin:
-                last = pending[request_id]
-                pending[request_id] = None
-                if last is not None:
-                    if flat is None:
-                        flat = new_tokens.tolist()
-                    accepted[row] = count = draft_accepted(last, flat[begin:end])
-                    observed.append((request_id, last, count))
-        slots = np.array([slot_of[request_id] for request_id in ids], dtype=np.int64)
+        _row_drafts.resolve_rows(drafts.tokens, drafts.lengths, slots, new_tokens, offsets, accepted)
+        if drafts.trees:
+            drafts.settle_trees(pending, ids, new_tokens, offsets, step.limits, accepted)
         tokens, lengths, scores = self._lookup_arrays(rows, limits)
         sources: list[Sequence[str]] = []
         for li, index in enumerate(self.choosing.lookups):
-            got = self.parts[index].step_batch(BatchStep(ids, new_tokens, offsets, limits))
+            got = _part_step(self.parts[index], BatchStep(ids, new_tokens, offsets, limits))
             width = got.tokens.shape[1] if rows else 0
             tokens[li, :, :width] = got.tokens
             lengths[li] = got.lengths
@@ -260,7 +263,7 @@ class CompositeProposer(Proposer):
         for ni, index in enumerate(self.choosing.neurals):
             # every row's tokens go in; a draft comes out only where this part was chosen
             asking = np.where(choice == n_lookups + ni, asked, 0)
-            got = self.parts[index].step_batch(BatchStep(ids, new_tokens, offsets, asking))
+            got = _part_step(self.parts[index], BatchStep(ids, new_tokens, offsets, asking))
             width = got.tokens.shape[1] if rows else 0
             neural_tokens[ni, :, :width] = got.tokens
             neural_lengths[ni] = got.lengths
@@ -270,12 +273,30 @@ class CompositeProposer(Proposer):
         for request_id, last, count in observed:  # as extend() does, once the tokens are in
             self._observe(request_id, last, count)
         out_tokens, out_lengths, out_scores, out_neural, continued_by = out
-        drafted, counts = out_tokens.tolist(), out_lengths.tolist()
-        for row, limit in enumerate(step.limits.tolist()):
-            if limit > 0:  # what the next step's acceptance count reads of the draft (a Draft costs more)
-                pending[ids[row]] = _Drafted(tuple(drafted[row][: counts[row]]))
+        # what the next step's acceptance count reads (and extend(), through each request's RowDraft)
+        _row_drafts.remember_rows(drafts.tokens, drafts.lengths, drafts.scores, slots, step.limits, out_tokens,
+                                  out_lengths, out_scores)
         sources_of_rows = self._sources(choice, continued_by, sources, neural_sources)
         return BatchDrafts(out_tokens, out_lengths, accepted, sources_of_rows, out_scores, out_neural)
+
+    @property
+    def _observes(self) -> bool:
+        """A subclass that learns from acceptance (``_observe``) gets the per-request calls' arguments."""
+        return type(self)._observe is not Proposer._observe
+
+    def _observed_rows(self, ids, new_tokens: np.ndarray, offsets: np.ndarray) -> list[tuple[RequestId, object, int]]:
+        """(request, last draft, accepted) of every row with new tokens and a last draft, before they resolve."""
+        pending, bounds, flat = self._pending, offsets.tolist(), new_tokens.tolist()
+        out = []
+        for row, request_id in enumerate(ids):
+            last = pending[request_id]
+            if bounds[row + 1] > bounds[row] and last is not None:
+                if isinstance(last, RowDraft):  # a row of the arrays, copied (it is about to change); empty: none
+                    if not len(last):
+                        continue
+                    last = last.draft()
+                out.append((request_id, last, draft_accepted(last, flat[bounds[row] : bounds[row + 1]])))
+        return out
 
     # ---------------------------------------------------------------- the kernels' arguments
     def _lookup_arrays(self, rows: int, limits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -347,16 +368,10 @@ class CompositeProposer(Proposer):
         """Each row's ``Draft.source``: the chosen part's, ``neural+lookup`` where a lookup continued
         a neural draft, the composite's name for no draft."""
         lookups, name = len(sources), self.name
-        out = []
-        for row, (chosen, lookup) in enumerate(zip(choice.tolist(), continued_by.tolist())):
-            if chosen < 0:
-                out.append(name)
-            elif chosen < lookups:
-                out.append(sources[chosen][row])
-            elif lookup >= 0:
-                out.append(f"{neural_sources[chosen - lookups][row]}+{sources[lookup][row]}")
-            else:
-                out.append(neural_sources[chosen - lookups][row])
+        columns = [*sources, *neural_sources]
+        out = [columns[chosen][row] if chosen >= 0 else name for row, chosen in enumerate(choice.tolist())]
+        for row in np.flatnonzero((continued_by >= 0) & (choice >= lookups)).tolist():
+            out[row] = f"{out[row]}+{sources[continued_by[row]][row]}"
         return out
 
     def _neural_longest(self, index: int) -> int:

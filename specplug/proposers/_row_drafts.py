@@ -26,7 +26,7 @@ from numba import njit
 
 from specplug._contract import BatchStep, Draft, RequestId, draft_accepted
 
-__all__ = ["RowDraft", "RowDrafts", "SlotTable", "StepArrays", "remember", "resolve"]
+__all__ = ["RowDraft", "RowDrafts", "SlotTable", "StepArrays", "remember", "remember_rows", "resolve", "resolve_rows"]
 
 
 class RowDraft:
@@ -206,3 +206,23 @@ def remember(drafts, draft_lengths, slot, out, row, taken):
     for k in range(taken):
         drafts[slot, k] = out[row, k]
     draft_lengths[slot] = taken
+
+
+@njit(cache=True)
+def resolve_rows(drafts, draft_lengths, slots, new_tokens, offsets, accepted):
+    """:func:`resolve` for every row that has new tokens (``accepted[row]``; others stay as they are)."""
+    for row in range(slots.shape[0]):
+        begin = offsets[row]
+        count = offsets[row + 1] - begin
+        if count:
+            accepted[row] = resolve(drafts, draft_lengths, slots[row], new_tokens, begin, count)
+
+
+@njit(cache=True)
+def remember_rows(drafts, draft_lengths, draft_scores, slots, limits, out, out_lengths, out_scores):
+    """:func:`remember` every row that was asked for a draft (``limits[row] > 0``), with its score."""
+    for row in range(slots.shape[0]):
+        if limits[row] > 0:
+            slot = slots[row]
+            remember(drafts, draft_lengths, slot, out, row, out_lengths[row])
+            draft_scores[slot] = out_scores[row]

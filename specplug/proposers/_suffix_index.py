@@ -8,7 +8,7 @@ import numpy as np
 
 from specplug.proposers import _suffix_kernels as kernels
 
-__all__ = ["BYTES_PER_SLOT", "GlobalCache", "RequestIndex", "cache_capacity"]
+__all__ = ["BYTES_PER_SLOT", "STATE_WORDS", "GlobalCache", "RequestIndex", "RingPool", "cache_capacity"]
 
 #: bytes of one global-cache slot: the token (int32), a chain distance per anchor level (int32)
 #: and, per level, two head slots (int64: global positions grow without bound)
@@ -25,28 +25,126 @@ def cache_capacity(max_cache_bytes: int) -> int:
     return 1 << (slots.bit_length() - 1) if slots else 0
 
 
+#: int32 words before a pooled ring's arrays: its state (start, end, used slots of each head
+#: table), padded so that the arrays start on a cache line
+STATE_WORDS = kernels.STATE_WORDS
+
+
+def block_words(capacity: int, long_level: bool) -> int:
+    """int32 words of a pooled request ring: state, tokens, short chain and head table, long ones.
+
+    >>> block_words(1024, True), block_words(1024, False)
+    (7184, 4114)
+    """
+    return STATE_WORDS + capacity * (7 if long_level else 4) + (0 if long_level else 2)
+
+
+class RingPool:
+    """Every request ring of one proposer in one int32 buffer, each a block at an offset.
+
+    Why: the batch kernel reaches a row's ring from the buffer and the row's offset (no list of
+    per-request arrays to unbox), and one large buffer sits on huge pages, so the random reads of
+    128 rows' chains and tables miss the TLB far less than 640 small arrays do. A ring that
+    grows moves to a bigger block; a freed block is reused by the next ring of its size. When
+    the buffer grows it moves, and the live rings' arrays are views again into the new one.
+    """
+
+    GROWTH = 1.5
+
+    def __init__(self) -> None:
+        self.memory = np.empty(0, dtype=np.int32)
+        self.used = 0
+        self._free: dict[int, list[int]] = {}  # block words -> offsets of free blocks
+        self._rings: dict[int, _Ring] = {}  # offset -> the ring there (re-pointed when the buffer moves)
+
+    def take(self, ring: _Ring, words: int) -> int:
+        free = self._free.get(words)
+        if free:
+            offset = free.pop()
+        else:
+            offset = -(-self.used // STATE_WORDS) * STATE_WORDS
+            if offset + words > len(self.memory):
+                self._grow(offset + words)
+            self.used = offset + words
+        self._rings[offset] = ring
+        return offset
+
+    def give(self, offset: int, words: int) -> None:
+        del self._rings[offset]
+        self._free.setdefault(words, []).append(offset)
+
+    def nbytes(self) -> int:
+        """Bytes reserved (live and free blocks; the buffer's untouched tail is not counted)."""
+        return self.used * self.memory.itemsize
+
+    def _grow(self, needed: int) -> None:
+        # np.empty: the tail past what is copied stays untouched, so it takes no memory until used
+        memory = np.empty(max(needed, int(len(self.memory) * self.GROWTH), 1 << 16), dtype=np.int32)
+        memory[: self.used] = self.memory[: self.used]
+        self.memory = memory
+        for ring in self._rings.values():
+            ring.point()
+
+
 class _Ring:
     """The arrays of one index and the operations that keep them consistent.
 
     ``position_dtype`` is int32 for a request (its positions stay below 2**31, and a head
     slot then costs half) and int64 for the global cache, whose positions never restart.
+    A request's ring lives in its proposer's :class:`RingPool` (``pool``), its arrays views of
+    the block at ``offset``; the cache's ring has arrays of its own.
     """
 
-    __slots__ = ("anchors", "head_l", "head_s", "position_dtype", "prev_l", "prev_s", "state", "tokens")
+    __slots__ = ("anchors", "head_l", "head_s", "offset", "pool", "position_dtype", "prev_l", "prev_s", "state", "tokens")
 
-    def __init__(self, capacity: int, anchors: tuple[int, int], position_dtype: type) -> None:
+    def __init__(self, capacity: int, anchors: tuple[int, int], position_dtype: type, pool: RingPool | None = None) -> None:
         self.anchors = anchors
         self.position_dtype = position_dtype
-        self.state = np.zeros(4, dtype=np.int64)
-        self._allocate(capacity)
+        self.pool = pool
+        self.offset = -1
+        if pool is None:
+            self.state = np.zeros(4, dtype=np.int64)
+            self._allocate(capacity)
+        else:
+            self.tokens = np.empty(0, dtype=np.int32)  # no block yet: _allocate takes one
+            self._allocate(capacity)
+            self.state[:] = 0
 
     def _allocate(self, capacity: int) -> None:
+        """Fresh arrays (tokens SEP, chains 0, heads EMPTY) of ``capacity`` slots; the state stays."""
+        long_level = self.anchors[1] > 0
+        if self.pool is not None:
+            state = self.state.copy() if self.offset >= 0 else None
+            if self.offset >= 0:
+                self.pool.give(self.offset, block_words(len(self.tokens), long_level))
+            self.offset = self.pool.take(self, block_words(capacity, long_level))
+            self.point(capacity)
+            if state is not None:
+                self.state[:] = state
+            self.tokens[:] = kernels.SEP
+            self.prev_s[:] = 0
+            self.prev_l[:] = 0
+            self.head_s[:] = kernels.EMPTY
+            self.head_l[:] = kernels.EMPTY
+            return
         self.tokens = np.full(capacity, kernels.SEP, dtype=np.int32)
         self.prev_s = np.zeros(capacity, dtype=np.int32)
         self.head_s = np.full(2 * capacity, kernels.EMPTY, dtype=self.position_dtype)
-        long_level = self.anchors[1] > 0
         self.prev_l = np.zeros(capacity if long_level else 1, dtype=np.int32)
         self.head_l = np.full(2 * capacity if long_level else 1, kernels.EMPTY, dtype=self.position_dtype)
+
+    def point(self, capacity: int | None = None) -> None:
+        """The arrays as views of the pool's block (again, after the pool's buffer moved)."""
+        capacity = len(self.tokens) if capacity is None else capacity
+        (self.state, self.tokens, self.prev_s, self.head_s, self.prev_l, self.head_l) = kernels.pooled_ring.py_func(
+            self.pool.memory, self.offset, capacity, self.anchors[1] > 0
+        )
+
+    def release(self) -> None:
+        """Give a pooled ring's block back (the ring is not used again)."""
+        if self.pool is not None and self.offset >= 0:
+            self.pool.give(self.offset, block_words(len(self.tokens), self.anchors[1] > 0))
+            self.offset = -1
 
     @property
     def live(self) -> int:
@@ -115,9 +213,9 @@ class RequestIndex:
 
     __slots__ = ("length", "prompt_length", "ring")
 
-    def __init__(self, prompt: np.ndarray, anchors: tuple[int, int]) -> None:
+    def __init__(self, prompt: np.ndarray, anchors: tuple[int, int], pool: RingPool | None = None) -> None:
         capacity = 1 << max(6, int(len(prompt) + 64).bit_length())
-        self.ring = _Ring(capacity, anchors, np.int32)
+        self.ring = _Ring(capacity, anchors, np.int32, pool)
         self.prompt_length = len(prompt)
         self.length = 0  # a Python int: reading the state array costs more than a step's lookup
         self.append(prompt)
@@ -135,6 +233,10 @@ class RequestIndex:
 
     def output(self) -> np.ndarray:
         return self.ring.tokens[self.prompt_length : self.length]
+
+    def release(self) -> None:
+        """The request ended: its ring's block goes back to the pool."""
+        self.ring.release()
 
     def nbytes(self) -> int:
         return self.ring.nbytes()

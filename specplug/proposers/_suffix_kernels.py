@@ -34,6 +34,28 @@ EMPTY = -1
 SEP = -1
 START, END, USED_SHORT, USED_LONG = 0, 1, 2, 3
 MAX_LOAD = 0.75
+#: int32 words before a pooled ring's arrays (its state, padded to a cache line)
+STATE_WORDS = 16
+
+
+@njit(cache=True, inline="always")
+def pooled_ring(memory, offset, capacity, long_level):
+    """A request ring's arrays, views of its block in the pool's buffer (``_suffix_index.RingPool``):
+    state, tokens, short chain, short head table, long chain, long head table (one slot each when
+    the long level is off). Plain Python through ``pooled_ring.py_func``."""
+    state = memory[offset : offset + 4]
+    at = offset + STATE_WORDS
+    tokens = memory[at : at + capacity]
+    prev_s = memory[at + capacity : at + 2 * capacity]
+    head_s = memory[at + 2 * capacity : at + 4 * capacity]
+    at += 4 * capacity
+    if long_level:
+        prev_l = memory[at : at + capacity]
+        head_l = memory[at + capacity : at + 3 * capacity]
+    else:
+        prev_l = memory[at : at + 1]
+        head_l = memory[at + 1 : at + 2]
+    return state, tokens, prev_s, head_s, prev_l, head_l
 
 
 @njit(cache=True, inline="always")
@@ -169,22 +191,28 @@ def candidates(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l
         prev = prev_s
     mask = tokens.shape[0] - 1
     start = state[START]
+    # Two passes. The chain walk is a chain of dependent loads (each link is read from the one
+    # before), so it runs alone: a mispredicted match comparison in the same loop would throw the
+    # next link's load away and serialize two cache misses per link. The comparisons then load
+    # independent positions, which the CPU overlaps.
     found = 0
-    depth_cap = min(max_depth, q)
     while g >= start and found < ends.shape[0]:
+        ends[found] = g
+        found += 1
+        step = prev[g & mask]
+        if step == 0:
+            break
+        g -= step
+    depth_cap = min(max_depth, q)
+    for i in range(found):
+        g = ends[i]
         m = 0
         while m < depth_cap and g - m >= start:
             t = tokens[(g - m) & mask]
             if t == SEP or t != query[q - 1 - m]:
                 break
             m += 1
-        ends[found] = g
-        lengths[found] = m
-        found += 1
-        step = prev[g & mask]
-        if step == 0:
-            break
-        g -= step
+        lengths[i] = m
     return found
 
 
@@ -226,6 +254,15 @@ def draft(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max
     """
     ends = np.empty(max_candidates, dtype=np.int64)
     lengths = np.empty(max_candidates, dtype=np.int64)
+    return vote(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, max_tokens,
+                spec_factor, spec_offset, min_token_prob, out, ends, lengths)
+
+
+@njit(cache=True)
+def vote(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, max_tokens, spec_factor,
+         spec_offset, min_token_prob, out, ends, lengths):
+    """:func:`draft` with its scratch given (``len(ends)`` = ``len(lengths)`` = max_candidates): a
+    batch step allocates it once for all rows."""
     found = candidates(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, ends, lengths)
     mask = tokens.shape[0] - 1
     end = state[END]
@@ -289,12 +326,13 @@ def draft(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max
 
 
 @njit(cache=True)
-def _step_row(rings, lengths, slot, new_tokens, begin, count, limit, a_s, a_l, max_depth, max_candidates,
+def _step_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count, limit, a_s, a_l, max_depth, max_candidates,
               max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
               c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-              drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached):
-    """One row of a batch step; False when its ring has no room (it is left untouched)."""
-    tokens, prev_s, head_s, prev_l, head_l, state = rings[slot]
+              drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached, ends, matches):
+    """One row of a batch step; False when its ring has no room (it is left untouched).
+    ``ends`` and ``matches`` are the votes' scratch (max_candidates each)."""
+    state, tokens, prev_s, head_s, prev_l, head_l = pooled_ring(memory, bases[slot], capacities[slot], a_l > 0)
     length = lengths[slot]
     out_lengths[row] = 0
     scores[row] = 0.0
@@ -311,13 +349,13 @@ def _step_row(rings, lengths, slot, new_tokens, begin, count, limit, a_s, a_l, m
     first = max(0, length - max_depth)
     query = tokens[first:length]
     mine = out[row]
-    taken, score, match = draft(tokens, prev_s, head_s, prev_l, head_l, state, query, length - first, a_s, a_l,
-                                max_depth, max_candidates, limit, spec_factor, spec_offset, min_token_prob, mine)
+    taken, score, match = vote(tokens, prev_s, head_s, prev_l, head_l, state, query, length - first, a_s, a_l,
+                               max_depth, limit, spec_factor, spec_offset, min_token_prob, mine, ends, matches)
     if use_cache:
         theirs = cached[row]
-        c_taken, c_score, c_match = draft(c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state, query,
-                                          length - first, a_s, a_l, max_depth, max_candidates, limit,
-                                          spec_factor, spec_offset, min_token_prob, theirs)
+        c_taken, c_score, c_match = vote(c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state, query,
+                                         length - first, a_s, a_l, max_depth, limit, spec_factor, spec_offset,
+                                         min_token_prob, theirs, ends, matches)
         if c_match > match or (c_match == match and c_score > score):
             taken, score = c_taken, c_score
             for k in range(taken):
@@ -330,7 +368,7 @@ def _step_row(rings, lengths, slot, new_tokens, begin, count, limit, a_s, a_l, m
 
 
 @njit(cache=True)
-def step_batch(rings, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max_depth, max_candidates,
+def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max_depth, max_candidates,
                max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
                c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
                drafts, draft_lengths, draft_scores, out, out_lengths, scores, accepted, blocked, cached):
@@ -345,19 +383,22 @@ def step_batch(rings, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max
     see :func:`step_batch_parallel` for many rows on many cores.
     """
     stuck = 0
+    ends = np.empty(max_candidates, dtype=np.int64)
+    matches = np.empty(max_candidates, dtype=np.int64)
     for row in range(len(slots)):
         begin = offsets[row]
-        if not _step_row(rings, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
+        if not _step_row(memory, bases, capacities, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
                          a_s, a_l, max_depth, max_candidates, max_tokens, spec_factor, spec_offset, min_token_prob,
                          use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-                         drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached):
+                         drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached,
+                         ends, matches):
             blocked[row] = True
             stuck += 1
     return stuck
 
 
 @njit(cache=True, parallel=True)
-def step_batch_parallel(rings, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max_depth, max_candidates,
+def step_batch_parallel(memory, bases, capacities, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max_depth, max_candidates,
                         max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
                         c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
                         drafts, draft_lengths, draft_scores, out, out_lengths, scores, accepted, blocked, cached):
@@ -365,10 +406,13 @@ def step_batch_parallel(rings, lengths, slots, new_tokens, offsets, limits, a_s,
     stuck = 0
     for row in prange(len(slots)):
         begin = offsets[row]
-        if not _step_row(rings, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
+        ends = np.empty(max_candidates, dtype=np.int64)  # per row: rows run on different threads
+        matches = np.empty(max_candidates, dtype=np.int64)
+        if not _step_row(memory, bases, capacities, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
                          a_s, a_l, max_depth, max_candidates, max_tokens, spec_factor, spec_offset, min_token_prob,
                          use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-                         drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached):
+                         drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached,
+                         ends, matches):
             blocked[row] = True
             stuck += 1
     return stuck

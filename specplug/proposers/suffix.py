@@ -32,15 +32,13 @@ from dataclasses import replace
 import numpy as np
 from pydantic import Field, model_validator
 
-from numba import typed, types
-
 from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, accepted_prefix
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.proposers import _suffix_kernels
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._row_drafts import SlotTable
-from specplug.proposers._suffix_index import GlobalCache, RequestIndex, cache_capacity
+from specplug.proposers._suffix_index import GlobalCache, RequestIndex, RingPool, cache_capacity
 
 __all__ = ["ReferenceSuffixProposer", "SuffixOptions", "SuffixProposer", "speculation_tree"]
 
@@ -144,33 +142,30 @@ def speculation_tree(
     return replace(draft, tokens=tokens, alternatives=others)
 
 
-_RING_TYPE = types.Tuple(
-    (types.int32[::1], types.int32[::1], types.int32[::1], types.int32[::1], types.int32[::1], types.int64[::1])
-)
-_NO_RING = tuple(np.empty(0, dtype=np.int32) for _ in range(5)) + (np.zeros(4, dtype=np.int64),)
-
-
 class _Slots(SlotTable):
-    """Every live request's ring arrays in one numba list, by slot, for the batch kernel.
-
-    The list holds the very arrays of each ``RequestIndex`` (numba shares their memory); a ring
-    that grows is published again. One list of tuples: each typed list passed to a kernel costs
-    microseconds to unbox, whatever its length. ``lengths[slot]`` is the request's token count
-    (the kernel moves it), ``drafts`` its last draft. A stopped request's slot is reused.
+    """Where the batch kernel finds every live request's ring, by slot: its block's offset in the
+    pool's buffer (``bases``) and its capacity. ``lengths[slot]`` is the request's token count
+    (the kernel moves it), ``drafts`` its last draft. A ring that moves is published again; a
+    stopped request's slot is reused.
     """
 
     def __init__(self, width: int, source: str) -> None:
         super().__init__(width, source)
-        self.rings = typed.List.empty_list(_RING_TYPE)
+        self.bases = np.zeros(len(self.lengths), dtype=np.int64)
+        self.capacities = np.zeros(len(self.lengths), dtype=np.int64)
+        self._next = 0
 
     def add(self, request_id: RequestId, index: RequestIndex) -> None:
         if self._free:
             slot = self._free.pop()
         else:
-            slot = len(self.rings)
-            self.rings.append(_NO_RING)
+            slot = self._next
+            self._next += 1
             if slot >= len(self.lengths):
-                self.lengths = np.concatenate([self.lengths, np.zeros(len(self.lengths), dtype=np.int64)])
+                extra = np.zeros(len(self.lengths), dtype=np.int64)
+                self.lengths = np.concatenate([self.lengths, extra])
+                self.bases = np.concatenate([self.bases, extra])
+                self.capacities = np.concatenate([self.capacities, extra])
                 self.drafts.grow(len(self.lengths))
         self.slot[request_id] = slot
         self.drafts.start(request_id, slot)
@@ -178,12 +173,14 @@ class _Slots(SlotTable):
 
     def publish(self, slot: int, index: RequestIndex) -> None:
         ring = index.ring
-        self.rings[slot] = (ring.tokens, ring.prev_s, ring.head_s, ring.prev_l, ring.head_l, ring.state)
+        self.bases[slot] = ring.offset
+        self.capacities[slot] = ring.capacity
         self.lengths[slot] = index.length
 
     def remove(self, request_id: RequestId) -> None:
         slot = self.slot.pop(request_id)
-        self.rings[slot] = _NO_RING
+        self.bases[slot] = 0
+        self.capacities[slot] = 0
         self.lengths[slot] = 0
         self.drafts.stop(request_id, slot)
         self._free.append(slot)
@@ -211,7 +208,8 @@ class SuffixProposer(Proposer):
         self._requests: dict[RequestId, RequestIndex] = {}
         self.cache = GlobalCache(options.max_cached_requests, options.max_cache_bytes, options.anchors)
         self._out = np.empty(options.max_tokens, dtype=np.int32)
-        # the batch path's view of every request's ring, by slot (the same arrays, not copies)
+        # every request's ring in one buffer, and where the batch kernel finds each, by slot
+        self._pool = RingPool()
         self._slots = _Slots(options.max_tokens, self.name)
 
     def _step_batch(self, step: BatchStep) -> BatchDrafts:
@@ -235,7 +233,7 @@ class SuffixProposer(Proposer):
         a_s, a_l = options.anchors
         kernel = _suffix_kernels.step_batch_parallel if rows >= self.parallel_from else _suffix_kernels.step_batch
         stuck = kernel(
-            table.rings, table.lengths, slots, new_tokens, step.offsets, limits, a_s, a_l,
+            self._pool.memory, table.bases, table.capacities, table.lengths, slots, new_tokens, step.offsets, limits, a_s, a_l,
             options.max_depth, options.max_candidates, options.max_tokens, options.max_spec_factor,
             options.max_spec_offset, options.min_token_prob, bool(options.global_cache and len(self.cache)),
             cache.tokens, cache.prev_s, cache.head_s, cache.prev_l, cache.head_l, cache.state,
@@ -275,7 +273,7 @@ class SuffixProposer(Proposer):
         return index
 
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
-        index = self._requests[request_id] = RequestIndex(prompt, self.options.anchors)
+        index = self._requests[request_id] = RequestIndex(prompt, self.options.anchors, self._pool)
         self._slots.add(request_id, index)
 
     def _vote(self, index: RequestIndex, max_tokens: int) -> Draft:
@@ -329,6 +327,7 @@ class SuffixProposer(Proposer):
         self._requests.pop(request_id)
         if self.options.global_cache:
             self.cache.add(index.output())
+        index.release()
 
     def state_nbytes(self, request_id: RequestId) -> int:
         """Bytes held for one request (its ring, chains and head table, and its row of last drafts)."""
