@@ -53,7 +53,7 @@ esac
 fetch_source() {  # the sdist, unpacked once: both builds must see the same source directory
     [ -f "$SOURCE/pyproject.toml" ] && return
     mkdir -p "$BUILD_TREE"
-    "$PY" -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+    "$PY" -m pip download --quiet --disable-pip-version-check --no-deps --no-binary llama-cpp-python \
         -d "$BUILD_TREE" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" 2> >(pip_noise)
     tar -xzf "$BUILD_TREE/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz" -C "$BUILD_TREE"
     rm "$BUILD_TREE/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz"
