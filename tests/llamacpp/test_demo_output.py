@@ -33,12 +33,17 @@ def test_demo_console_holds_the_tables_and_the_engine_logs_go_to_the_file(smollm
 def test_verbose_shows_the_engine_logs_and_writes_no_file(smollm2, tmp_path):
     log = tmp_path / "engines.log"
     command = [sys.executable, "-m", "specplug.lab.llamacpp._demo", "--model", str(smollm2), "--only", "inprocess",
-               "--rounds", "1", "--n-predict", "8", "--log", str(log), "--verbose"]  # fmt: skip
+               "--rounds", "2", "--n-predict", "8", "--log", str(log), "--verbose"]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     # model loading itself stays quiet: llama-cpp-python silences it with verbose=False
-    assert "llama_context" in result.stderr and "... round 1/1, prompt 1: plain" in result.stderr
+    assert "llama_context" in result.stderr and "... round 1/2, prompt 1: plain" in result.stderr
     assert not log.exists()
+    # the in-process comparison shows a first look after round 1 (the demo's first table on a first
+    # run, before llama-server is compiled), then its final table
+    titles = [line for line in result.stdout.splitlines() if line.startswith("llama-cpp-python, ")]
+    assert [title.split(": ", 1)[1] for title in titles] == [
+        "FIRST LOOK, round 1 of 2 (the final table follows)", "medians of 2 rounds"]
 
 
 def test_a_first_look_table_after_round_one_only_when_more_rounds_follow():

@@ -154,13 +154,21 @@ def run_inprocess(model: Path, prompts_file: Path, args: argparse.Namespace, eng
         ),
     }
     texts = [prompt.text or "" for prompt in load_prompts(prompts_file)]
-    with llama_cpp_log_to(engine_log), _steps("llama-cpp-python", args.rounds * len(texts) * len(factories), args.verbose) as progress:
-        rows = measure_draft_models(model, factories, texts, n_predict=args.n_predict, rounds=args.rounds, progress=progress)
-    named = dict(zip(("plain", "pld", "specplug"), rows))
     title = f"llama-cpp-python, {model.name}, {len(texts)} code-edit prompts x {args.n_predict} tokens, 1 thread"
-    print(_table(f"\n{title}{_which_table(args.rounds, args.rounds)}", rows))
-    print(_line("specplug drafter vs LlamaPromptLookupDecoding", named["specplug"], named["pld"]), flush=True)
-    return named
+
+    def show(rounds_done: int, rows: list[Measurement]) -> None:
+        print(_table(f"\n{title}{_which_table(rounds_done, args.rounds)}", rows), flush=True)
+        if rounds_done == args.rounds:  # the first look is the table alone
+            named = dict(zip(("plain", "pld", "specplug"), rows))
+            print(_line("specplug drafter vs LlamaPromptLookupDecoding", named["specplug"], named["pld"]), flush=True)
+
+    with llama_cpp_log_to(engine_log), _steps("llama-cpp-python", args.rounds * len(texts) * len(factories), args.verbose) as progress:
+        rows = measure_draft_models(
+            model, factories, texts, n_predict=args.n_predict, rounds=args.rounds, progress=progress,
+            after_round=_first_look(show, args.rounds),
+        )  # fmt: skip
+    show(args.rounds, rows)
+    return dict(zip(("plain", "pld", "specplug"), rows))
 
 
 def _summary(named: dict[str, Measurement]) -> dict[str, object]:

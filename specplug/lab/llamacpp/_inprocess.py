@@ -104,10 +104,12 @@ def measure_draft_models(
     threads: int = 1,
     n_ctx: int = 1024,
     progress: Callable[[str], None] | None = None,
+    after_round: Callable[[int, list[Measurement]], None] | None = None,
 ) -> list[Measurement]:
     """Measure each draft-model factory (``None``-returning = plain, measured first).
 
-    ``progress`` is called before each generation.
+    ``progress`` is called before each generation; ``after_round`` (when given) once a round ends,
+    with the rounds done so far and the rows measured so far, in the returned order.
     """
     names = list(factories)
     plain_name = next((name for name in names if factories[name]() is None), None)
@@ -129,6 +131,7 @@ def measure_draft_models(
     tokenized = [llms[plain_name].tokenize(prompt.encode()) for prompt in prompts]
     results = {name: Measurement(Setting(name, () if name == plain_name else ("in-process",))) for name in names}
     plain_tokens: list[list[int]] = []
+    results[plain_name].compared = results[plain_name].identical = len(prompts)
     for round_index in range(rounds):
         plain_tps = 0.0
         for name in names:
@@ -159,5 +162,6 @@ def measure_draft_models(
             if name == plain_name:
                 plain_tps = cpu_tps
             result.ratios.append(cpu_tps / plain_tps if plain_tps else 0.0)
-    results[plain_name].compared = results[plain_name].identical = len(prompts)
+        if after_round:
+            after_round(round_index + 1, [results[name] for name in names])
     return [results[name] for name in names]
