@@ -46,14 +46,43 @@ def test_verbose_shows_the_engine_logs_and_writes_no_file(smollm2, tmp_path):
         "FIRST LOOK, round 1 of 2 (the final table follows)", "medians of 2 rounds"]
 
 
-def test_a_first_look_table_after_round_one_only_when_more_rounds_follow():
-    from specplug.lab.llamacpp._demo import _first_look, _which_table
+def _rows():
+    from specplug.lab.llamacpp._measure import Measurement, Setting
 
-    shown: list[int] = []
+    row = Measurement(Setting("plain"))
+    row.tokens_per_second, row.cpu_tokens_per_second, row.ratios = [10.0], [10.0], [1.0]
+    return [row]
+
+
+def test_a_first_look_table_after_round_one_only_when_more_rounds_follow(capsys, monkeypatch):
+    from specplug.lab.llamacpp import _demo
+
+    monkeypatch.setattr(_demo, "_on_terminal", lambda: False)
     for rounds in (1, 3):
-        after_round = _first_look(lambda done, rows: shown.append(done), rounds)
+        tables = _demo._Tables("T", rounds, lambda rows: ["summary"])
         for done in range(1, rounds + 1):
-            after_round(done, [])
-    assert shown == [1]  # once, from the 3-round run's first round; a 1-round run has only its final table
-    assert "FIRST LOOK, round 1 of 3" in _which_table(1, 3) and "final table follows" in _which_table(1, 3)
-    assert _which_table(3, 3) == ": medians of 3 rounds" and _which_table(1, 1) == ": one round"
+            tables.after_round(done, _rows())
+        tables.final(_rows())
+    out = capsys.readouterr().out
+    # once, from the 3-round run's first round; a 1-round run has only its final table; no escapes in a pipe
+    assert out.count("FIRST LOOK, round 1 of 3 (the final table follows)") == 1
+    assert out.count("T: one round") == 1 and out.count("T: medians of 3 rounds") == 1 and out.count("summary") == 2
+    assert "\x1b[" not in out
+
+
+def test_on_a_terminal_the_final_table_replaces_the_first_look(capsys, monkeypatch):
+    import os
+
+    from specplug.lab.llamacpp import _demo
+
+    monkeypatch.setattr(_demo, "_on_terminal", lambda: True)
+    monkeypatch.setattr(_demo.shutil, "get_terminal_size", lambda *a: os.terminal_size((40, 24)))
+    tables = _demo._Tables("a title long enough to wrap at forty columns", 3, lambda rows: [])
+    tables.after_round(1, _rows())
+    first_look = capsys.readouterr().out
+    tables.final(_rows())
+    final = capsys.readouterr().out
+    # the rows the first look filled, counted with its wrapped lines: the cursor goes back that far
+    rows = sum(max(1, -(-len(line) // 40)) for line in first_look.rstrip("\n").split("\n"))
+    assert rows > len(first_look.rstrip("\n").split("\n"))  # some lines did wrap
+    assert final.startswith(f"\x1b[{rows}F\x1b[J") and "medians of 3 rounds" in final

@@ -11,16 +11,19 @@ Run it with ``scripts/demo.sh`` (which installs everything first), or::
 
     .venv/bin/python -m specplug.lab.llamacpp._demo --model .models/gemma-3-270m-q4_k_m.gguf
 
-The console gets a progress bar per comparison, then its table. The llama-server comparison
-(the first) also prints a first-look table after its first round when more rounds follow, so a
-first run shows figures minutes sooner; its final table, over all rounds, follows. The engines'
-own logs go to a file named at the end (``--log``), or to the console with ``--verbose``.
+The console gets a progress bar per comparison, then its table. Each comparison also prints a
+first-look table after its first round when more rounds follow, so a first run shows figures minutes
+sooner; on a terminal its final table, over all rounds, then takes the first look's place (in a pipe
+or a log both stay). The engines' own logs go to a file named at the end (``--log``), or to the
+console with ``--verbose``. ``scripts/demo.sh`` runs the in-process comparison first (``--only``), as it
+needs only libllama, which a first run builds before llama-server.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -77,15 +80,43 @@ def _which_table(rounds_done: int, rounds: int) -> str:
     return f": medians of {rounds} rounds" if rounds > 1 else ": one round"
 
 
-def _first_look(show: Callable[[int, list[Measurement]], None], rounds: int) -> Callable[[int, list[Measurement]], None]:
-    """A measurement's ``after_round``: shows the table once, after round 1, when more rounds follow
-    (a first run sees figures minutes sooner; the final table comes after the last round)."""
+def _terminal_rows(text: str, columns: int) -> int:
+    """How many terminal rows ``print(text)`` fills at this width (long lines wrap).
 
-    def after_round(rounds_done: int, rows: list[Measurement]) -> None:
-        if rounds_done == 1 < rounds:
-            show(rounds_done, rows)
+    >>> _terminal_rows("\\nab\\nabcdef", 4)
+    4
+    """
+    return sum(max(1, -(-len(line) // columns)) for line in text.split("\n"))
 
-    return after_round
+
+def _on_terminal() -> bool:
+    return sys.__stdout__ is not None and sys.__stdout__.isatty()
+
+
+class _Tables:
+    """A comparison's tables: a first look after round 1 when more rounds follow, then the final
+    table with its summary lines. On a terminal the final table takes the first look's place, so the
+    console stays one screen; in a pipe or a log both stay."""
+
+    def __init__(self, title: str, rounds: int, summary: Callable[[list[Measurement]], list[str]]) -> None:
+        self.title, self.rounds, self.summary = title, rounds, summary
+        self._first_look_rows = 0
+
+    def after_round(self, rounds_done: int, rows: list[Measurement]) -> None:
+        """The measurement's ``after_round``: shows the first look once, after round 1."""
+        if rounds_done == 1 < self.rounds:
+            text = _table(f"\n{self.title}{_which_table(1, self.rounds)}", rows)
+            print(text, flush=True)
+            if _on_terminal():
+                self._first_look_rows = _terminal_rows(text, shutil.get_terminal_size().columns)
+
+    def final(self, rows: list[Measurement]) -> None:
+        if self._first_look_rows:  # back to the first look's first row, and clear from there down
+            sys.stdout.write(f"\x1b[{self._first_look_rows}F\x1b[J")
+        print(_table(f"\n{self.title}{_which_table(self.rounds, self.rounds)}", rows))
+        for line in self.summary(rows):
+            print(line)
+        sys.stdout.flush()
 
 
 @contextmanager
@@ -119,19 +150,18 @@ def run_server(model: Path, prompts_file: Path, args: argparse.Namespace, engine
     ]
     title = f"llama-server, {model.name}, {len(prompts)} code-edit prompts x {args.n_predict} tokens, 1 thread"
 
-    def show(rounds_done: int, rows: list[Measurement]) -> None:
-        print(_table(f"\n{title}{_which_table(rounds_done, args.rounds)}", rows), flush=True)
-        if rounds_done == args.rounds:  # the first look is the table alone: the console stays one screen
-            named = dict(zip(("plain", "default", "hand", "tuned"), rows))
-            print(_line("specplug tuned preset vs --spec-default", named["tuned"], named["default"]))
-            print(_line("specplug tuned preset vs best hand setting", named["tuned"], named["hand"]), flush=True)
+    def summary(rows: list[Measurement]) -> list[str]:
+        named = dict(zip(("plain", "default", "hand", "tuned"), rows))
+        return [_line("specplug tuned preset vs --spec-default", named["tuned"], named["default"]),
+                _line("specplug tuned preset vs best hand setting", named["tuned"], named["hand"])]
 
+    tables = _Tables(title, args.rounds, summary)
     with _steps("llama-server", args.rounds * len(prompts) * len(settings), args.verbose) as progress:
         rows = measure_settings(
             model, settings, prompts, n_predict=args.n_predict, rounds=args.rounds, threads=1,
-            progress=progress, engine_log=engine_log, after_round=_first_look(show, args.rounds),
+            progress=progress, engine_log=engine_log, after_round=tables.after_round,
         )  # fmt: skip
-    show(args.rounds, rows)
+    tables.final(rows)
     return dict(zip(("plain", "default", "hand", "tuned"), rows))
 
 
@@ -156,18 +186,17 @@ def run_inprocess(model: Path, prompts_file: Path, args: argparse.Namespace, eng
     texts = [prompt.text or "" for prompt in load_prompts(prompts_file)]
     title = f"llama-cpp-python, {model.name}, {len(texts)} code-edit prompts x {args.n_predict} tokens, 1 thread"
 
-    def show(rounds_done: int, rows: list[Measurement]) -> None:
-        print(_table(f"\n{title}{_which_table(rounds_done, args.rounds)}", rows), flush=True)
-        if rounds_done == args.rounds:  # the first look is the table alone
-            named = dict(zip(("plain", "pld", "specplug"), rows))
-            print(_line("specplug drafter vs LlamaPromptLookupDecoding", named["specplug"], named["pld"]), flush=True)
+    def summary(rows: list[Measurement]) -> list[str]:
+        named = dict(zip(("plain", "pld", "specplug"), rows))
+        return [_line("specplug drafter vs LlamaPromptLookupDecoding", named["specplug"], named["pld"])]
 
+    tables = _Tables(title, args.rounds, summary)
     with llama_cpp_log_to(engine_log), _steps("llama-cpp-python", args.rounds * len(texts) * len(factories), args.verbose) as progress:
         rows = measure_draft_models(
             model, factories, texts, n_predict=args.n_predict, rounds=args.rounds, progress=progress,
-            after_round=_first_look(show, args.rounds),
+            after_round=tables.after_round,
         )  # fmt: skip
-    show(args.rounds, rows)
+    tables.final(rows)
     return dict(zip(("plain", "pld", "specplug"), rows))
 
 
