@@ -7,6 +7,8 @@
 #      CLI parser and NgramProposer import, for the contract tests and the NgramProposer benchmark.
 # Idempotent: every step is skipped when its result is already there, so a second run takes seconds.
 # Run scripts/setup_core.sh first (it creates .venv and installs specplug).
+#   bash scripts/setup_vllm.sh --engine-only   # part 1 only: never writes to .venv, so scripts/test.sh
+#                                              # runs it beside the llama.cpp build, which does
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_lib.sh
@@ -23,6 +25,12 @@ MODEL_DIR="$ROOT/.models/smollm2-135m-fp32"
 # the EAGLE head trained for it (scripts/train_eagle_head.py), shipped in the repository
 HEAD_SRC="$ROOT/models/smollm2-135m-instruct-eagle"
 HEAD_DIR="$ROOT/.models/smollm2-135m-instruct-eagle"
+ENGINE_ONLY=0
+case "${1:-}" in
+    "") ;;
+    --engine-only) ENGINE_ONLY=1 ;;
+    *) echo "setup_vllm: unknown argument '$1' (valid: --engine-only, or none)" >&2; exit 2 ;;
+esac
 
 need_python "$MAIN_PY"
 
@@ -73,6 +81,11 @@ if ! cmp -s "$HEAD_SRC/model.safetensors" "$HEAD_DIR/model.safetensors" || ! cmp
     step "installing the trained EAGLE head -> $HEAD_DIR (copied from models/, no download)"
     mkdir -p "$HEAD_DIR"
     cp "$HEAD_SRC/config.json" "$HEAD_SRC/model.safetensors" "$HEAD_DIR/"
+fi
+
+if [ $ENGINE_ONLY = 1 ]; then
+    step "done (the engine venv; .venv's part comes with a run without --engine-only)"
+    exit 0
 fi
 
 # ---- 2. the CUDA wheel in the main venv, for contract tests ----------------------------------------

