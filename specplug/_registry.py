@@ -38,7 +38,9 @@ class MethodCapabilities:
     ``kind``: what its drafts cost with its default options (each proposer also says its own
     ``draft_kind``). ``engine_drafter_option``: the option that takes the engine's own neural
     drafter (MTP/EAGLE head, draft model) as a Proposer, for methods that compose it (hybrid's
-    ``neural``); None when it composes none. ``part_options``: options that take other proposers
+    ``neural``); None when it composes none. ``engine_drafter_required``: whether it needs that
+    drafter (hybrid) or also runs without one (adaptive: the engine's drafter joins its candidates
+    when the engine has one). ``part_options``: options that take other proposers
     (or method names) as parts. ``cost_option``: the option that takes a cost model, when it prices
     drafts by time; an adapter that measures its own step costs passes them there. ``takes_batch_size``:
     its drafts depend on the engine's batch size (``Proposer.set_batch_size``). ``max_draft_tokens``:
@@ -50,6 +52,7 @@ class MethodCapabilities:
 
     kind: DraftKind = "lookup"
     engine_drafter_option: str | None = None
+    engine_drafter_required: bool = True
     part_options: tuple[str, ...] = ()
     cost_option: str | None = None
     takes_batch_size: bool = False

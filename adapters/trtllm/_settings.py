@@ -93,7 +93,7 @@ def read_settings(block: object, source: str = "model.yaml", **parts: Any) -> Dr
         )
     capabilities = specs[method].capabilities
     engine_part = capabilities.engine_drafter_option
-    if engine_part is not None and engine_part not in parts:
+    if engine_part is not None and capabilities.engine_drafter_required and engine_part not in parts:
         raise TrtllmConfigError(
             f"{_where(source, 'method')} = {method!r} composes the engine's own neural drafter (its option "
             f"{engine_part!r}), which a YAML file cannot build. For a neural + lookup hybrid use TensorRT-LLM's "

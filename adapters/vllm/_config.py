@@ -160,7 +160,7 @@ def translate(
     section.update(nested)
     section.update({key: spec.pop(key) for key in list(spec) if key not in fields})
     section = {"method": name, **section}
-    composes = capabilities_of(name).composes_engine_drafter
+    composes = _runs_on_engine_drafter(name, spec, section)
     if composes:
         spec = _as_neural(spec, section, name)
     else:
@@ -178,6 +178,22 @@ def translate(
     create_method(settings, StandInDrafter() if composes else None)
     extra[SECTION] = section
     return spec, extra
+
+
+def _runs_on_engine_drafter(name: str, spec: Mapping[str, Any], section: Mapping[str, Any]) -> bool:
+    """Whether ``name`` runs over the model's own drafter: always for a method that needs one
+    (hybrid), and for one that only may use it (adaptive) when the config names a draft model or
+    a neural method, so ``specplug.adaptive`` with an EAGLE head chooses among the head and lookups.
+
+    >>> _runs_on_engine_drafter("adaptive", {}, {}), _runs_on_engine_drafter("adaptive", {"model": "head"}, {})
+    (False, True)
+    """
+    capabilities = capabilities_of(name)
+    if not capabilities.composes_engine_drafter:
+        return False
+    if capabilities.engine_drafter_required:
+        return True
+    return spec.get("model") not in (None, DRAFTER_PATH) or section.get("neural") is not None
 
 
 def _as_neural(spec: dict[str, Any], section: dict[str, Any], name: str) -> dict[str, Any]:

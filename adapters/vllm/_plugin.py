@@ -112,7 +112,7 @@ def _translate_engine_args(args: Any, fields: frozenset[str]) -> None:
     args.speculative_config = spec
     args.additional_config = extra
     name = extra[_config.SECTION]["method"]
-    if capabilities_of(name).composes_engine_drafter:
+    if spec.get("method") != "custom_class":  # the method runs over the model's own drafter: the overlay
         _prefer_v1_runner(name)
 
 

@@ -54,7 +54,8 @@ def create_for_engine(
     ``engine_drafter`` is the engine's own neural drafter as a Proposer; a method that
     composes one gets it through its ``engine_drafter_option`` (the user may instead give
     that option where the engine has none, as llama-cpp-python's second model). Methods that
-    compose none ignore it. ``step_costs`` is a cost model the adapter measures in the
+    compose none ignore it, and one that only may compose it (``engine_drafter_required`` false:
+    adaptive) runs without it. ``step_costs`` is a cost model the adapter measures in the
     engine; a method that takes one gets it through its ``cost_option`` unless the user gave
     that option. A composing method with no drafter from either side is refused, naming the
     method and the option; ``engine`` names the engine and ``hint`` says what to do there.
@@ -79,7 +80,7 @@ def create_for_engine(
                     f"hands it; remove {option} = {given[option]!r:.60} from the options"
                 )
             given[option] = engine_drafter
-        elif option not in given:
+        elif option not in given and capabilities.engine_drafter_required:
             raise InvalidOptionError(
                 f"method {method!r} composes the engine's own drafter through its option {option!r}, "
                 f"but {engine} offers none here" + (f"; {hint}" if hint else "")

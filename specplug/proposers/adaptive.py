@@ -28,7 +28,7 @@ drifts within it.
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from specplug._contract import Proposer, RequestId
 from specplug._hookimpl import hookimpl
@@ -45,6 +45,9 @@ __all__ = ["AdaptiveOptions", "AdaptiveProposer"]
 class AdaptiveOptions(MethodOptions):
     candidates: list[Proposer | str] = Field(
         ["suffix", "ngram"], min_length=1, description="proposers (or method names) to choose from"
+    )
+    neural: Proposer | str | None = Field(
+        None, description="the engine's own drafter (MTP/EAGLE head, draft model), one more candidate; engines fill it"
     )
     cost: CostModel | str = Field("llama-3.1-8b-h100", description="cost model, preset name or .toml path")
     batch_size: int = Field(1, ge=1, le=65536, description="requests the engine batches per step (set_batch_size() updates it)")
@@ -78,6 +81,12 @@ class AdaptiveOptions(MethodOptions):
                 raise ValueError("the same proposer object is listed twice; pass one object per candidate")
         return value
 
+    @model_validator(mode="after")
+    def _neural_not_a_candidate_too(self) -> AdaptiveOptions:
+        if self.neural is not None and any(self.neural is candidate for candidate in self.candidates):
+            raise ValueError("the neural drafter is also listed among candidates; pass it once")
+        return self
+
 
 class AdaptiveProposer(CompositeProposer):
     """Goodput-maximising choice of candidate and draft length, empty when plain decoding wins.
@@ -97,6 +106,8 @@ class AdaptiveProposer(CompositeProposer):
     def __init__(self, options: AdaptiveOptions) -> None:
         self.options = options
         self.candidates: list[Proposer] = [resolved(item, "candidates") for item in options.candidates]
+        if options.neural is not None:  # the engine's own drafter, handed over as the hybrid's is
+            self.candidates.append(resolved(options.neural, "neural"))
         # one statistics track per candidate, in the order given, and one for neural drafts that a
         # lookup's longer draft continues (as the hybrid's)
         self._confirmed = len(self.candidates)
@@ -136,5 +147,8 @@ def specplug_register_methods(registrar: MethodRegistrar) -> None:
         AdaptiveProposer,
         options=AdaptiveOptions,
         summary="per step, the candidate and draft length with the best expected tokens/s under a cost model; empty when plain decoding wins",
-        capabilities=MethodCapabilities(part_options=("candidates",), cost_option="cost", takes_batch_size=True),
+        capabilities=MethodCapabilities(
+            engine_drafter_option="neural", engine_drafter_required=False, part_options=("candidates",),
+            cost_option="cost", takes_batch_size=True,
+        ),
     )

@@ -79,7 +79,22 @@ def test_unknown_methods_list_the_valid_ones():
 
 def test_the_composing_methods_are_found_by_capability(relay_distribution):
     composing = methods_composing_engine_drafter()
-    assert {"hybrid", "relay"} <= set(composing) and "adaptive" not in composing and "suffix" not in composing
+    assert {"adaptive", "hybrid", "relay"} <= set(composing) and "suffix" not in composing
+
+
+def test_adaptive_takes_the_engine_drafter_as_one_more_candidate_and_runs_without_one():
+    assert capabilities_of("hybrid").engine_drafter_required and not capabilities_of("adaptive").engine_drafter_required
+    drafter = StandInDrafter()
+    with_head = create_for_engine("adaptive", {"candidates": ["suffix"]}, engine_drafter=drafter)
+    assert [candidate.name for candidate in with_head.candidates] == ["suffix", "stand-in"]
+    assert with_head.candidates[-1] is drafter and with_head.draft_kind == "neural"
+    alone = create_for_engine("adaptive", {"candidates": ["suffix"]}, engine="llama-cpp-python")
+    assert [candidate.name for candidate in alone.candidates] == ["suffix"] and alone.draft_kind == "lookup"
+    with pytest.raises(specplug.InvalidOptionError, match="hands it; remove neural"):
+        create_for_engine("adaptive", {"neural": "ngram"}, engine_drafter=drafter)
+    ngram = specplug.create("ngram")
+    with pytest.raises(specplug.InvalidOptionError, match="also listed among candidates"):
+        specplug.create("adaptive", candidates=[ngram], neural=ngram)
 
 
 def test_the_stand_in_never_drafts():

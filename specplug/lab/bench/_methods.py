@@ -150,11 +150,13 @@ def _check_composite(text: str, spec: MethodSpec, options: dict[str, Any]) -> No
     drafter = capabilities.engine_drafter_option
     if drafter is not None:
         if drafter in options:
+            where = "" if capabilities.engine_drafter_required else f", by the name {NEURAL!r} among its parts"
             raise InvalidOptionError(
                 f"method spec {text!r}: option {drafter!r} takes the engine's own drafter, which the "
-                f"benchmark gives from the trace ({NEURAL}); leave it out"
+                f"benchmark gives from the trace ({NEURAL}){where}; leave it out"
             )
-        values[drafter] = TraceNeuralProposer([])
+        if capabilities.engine_drafter_required:
+            values[drafter] = TraceNeuralProposer([])
     for option in capabilities.part_options:
         names = _part_names(spec, option, options.get(option, _MISSING))
         for name in _each(names):
@@ -215,7 +217,8 @@ def build(method: BenchMethod, records: list[TraceRecord], cost: CostModel, batc
         parts = [leaf(name) for name in _each(names)]
         leaves += parts
         options[option] = parts if isinstance(names, list) else parts[0]
-    if capabilities.engine_drafter_option is not None:
+    if capabilities.engine_drafter_option is not None and capabilities.engine_drafter_required:
+        # (one that only may take it, as adaptive, names the trace's drafter among its parts instead)
         head = neural()
         leaves.append(head)
         options[capabilities.engine_drafter_option] = head

@@ -126,7 +126,8 @@ class Runner:
 @pytest.mark.parametrize(
     ("section", "spec_method", "expected"),
     [({"method": "relay"}, "mtp", True), ({"method": "hybrid"}, "eagle", True), ({"method": "suffix"}, "mtp", False),
-     ({"method": "relay"}, "custom_class", False), ({"method": "sufix"}, "mtp", False), ({}, "mtp", False)],
+     ({"method": "relay"}, "custom_class", False), ({"method": "adaptive"}, "eagle", True),
+     ({"method": "adaptive"}, "custom_class", False), ({"method": "sufix"}, "mtp", False), ({}, "mtp", False)],
 )
 def test_the_plugin_overlays_exactly_the_composing_methods(section, spec_method, expected, relay_distribution):
     config = SimpleNamespace(additional_config={"specplug": section},

@@ -99,6 +99,18 @@ def test_hybrid_neural_is_checked_and_an_explicit_padded_setting_is_kept():
         translate({"method": "specplug.hybrid", "neural": "medusa"}, None, FIELDS)
 
 
+def test_adaptive_runs_over_the_models_drafter_only_when_one_is_named():
+    spec, extra = translate({"method": "specplug.adaptive", "num_speculative_tokens": 4}, None, FIELDS)
+    assert spec["method"] == "custom_class" and "neural" not in extra["specplug"]
+    spec, extra = translate({"method": "specplug.adaptive", "model": "/m/eagle", "num_speculative_tokens": 3,
+                             "candidates": ["suffix"]}, None, FIELDS)
+    assert spec == {"model": "/m/eagle", "num_speculative_tokens": 3} and extra["specplug"]["candidates"] == ["suffix"]
+    spec, _ = translate({"method": "specplug.adaptive", "neural": "mtp"}, None, FIELDS)
+    assert spec["method"] == "mtp" and spec["disable_padded_drafter_batch"] is True
+    with pytest.raises(InvalidOptionError, match="neural = 'medusa'"):
+        translate({"method": "specplug.adaptive", "neural": "medusa"}, None, FIELDS)
+
+
 def test_hybrid_options_are_checked_too():
     with pytest.raises(InvalidOptionError, match="margn"):
         translate({"method": "specplug.hybrid", "margn": 1.0}, None, FIELDS)

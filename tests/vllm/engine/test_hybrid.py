@@ -4,6 +4,7 @@
   models/smollm2-135m-instruct-eagle, installed by scripts/setup_vllm.sh): vLLM's real
   ``EagleProposer``, drafting after bookkeeping (``disable_padded_drafter_batch``), the path MTP
   and EAGLE models take on GPUs, with drafts that are accepted on their own (plain ``eagle``).
+- ``specplug.adaptive`` over the same head: the head is one more of its candidates.
 - a draft model (SmolLM2 drafting for itself), which vLLM runs on the padded batch before
   bookkeeping, drafts as a tensor.
 """
@@ -51,6 +52,22 @@ def test_hybrid_over_trained_eagle(plain, chats, stats_path):
     assert sources.get("eagle", 0) > 0 and sources.get("suffix", 0) > 0, sources
     assert stats["counters"].get("faults", 0) == 0
     assert acceptance(run.metrics) > 0.2, run.metrics
+
+
+def test_adaptive_chooses_among_the_trained_eagle_head_and_a_lookup(plain, chats, stats_path):
+    """``specplug.adaptive`` with a model: the head joins its candidates (the overlay, as hybrid's)."""
+    speculative = {"method": "specplug.adaptive", "neural": "eagle", "model": eagle_head_dir(), "num_speculative_tokens": K,
+                   "candidates": ["suffix"]}
+    with engine(speculative, {"specplug": {"stats_file": str(stats_path), "stats_interval": 0}}) as llm:
+        assert llm.llm_engine.vllm_config.speculative_config.method == "eagle"
+        run = generate(llm, chats)
+    assert_same_output(plain, run, "specplug.adaptive over the trained eagle head")
+    stats = read_stats(stats_path)
+    sources = drafted(stats["counters"])
+    print(f"adaptive over the trained head: {run.metrics} drafts by source {sources}")
+    assert stats["method"] == "adaptive" and stats["steps"] > 0 and "hybrid" in stats["vllm_plugin"], stats
+    assert sources.get("eagle", 0) > 0 and sources.get("suffix", 0) > 0, sources
+    assert stats["counters"].get("faults", 0) == 0, stats
 
 
 def test_hybrid_over_a_draft_model(plain, chats, stats_path):
