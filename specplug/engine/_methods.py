@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 import specplug
-from specplug import Draft, DraftKind, InvalidOptionError, MethodCapabilities, Proposer, RequestId, UnknownMethodError
+from specplug import BatchDrafts, BatchStep, Draft, DraftKind, InvalidOptionError, MethodCapabilities, Proposer, RequestId, UnknownMethodError
+from specplug.engine._neural_batch import step_offered
 
 __all__ = ["StandInDrafter", "capabilities_of", "create_for_engine", "methods_composing_engine_drafter"]
 
@@ -115,3 +116,9 @@ class StandInDrafter(Proposer):
 
     def _stop(self, request_id: RequestId) -> None:
         pass
+
+    def _step_batch(self, step: BatchStep) -> BatchDrafts:
+        # every row's draft is empty: no hook call per row (a subclass's hooks are called)
+        if type(self) is not StandInDrafter:
+            return super()._step_batch(step)
+        return step_offered(self, step, {}, self.empty_draft())
