@@ -28,6 +28,7 @@ import numpy as np
 from numba import njit, prange
 
 from specplug.proposers._hashing import NO_RING, window_hash
+from specplug.proposers._prefetch import prefetch
 from specplug.proposers._row_drafts import remember, resolve
 
 EMPTY = -1
@@ -367,6 +368,62 @@ def _step_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count
     return True
 
 
+#: the most new tokens of a row whose head-table slots are prefetched (more: the first ones only)
+PREFETCH_TOKENS = 16
+
+
+@njit(cache=True, inline="always")
+def _prefetch_tail(memory, bases, capacities, lengths, slot, a_l):
+    """Start the misses of a later row's ring tail: its state, the last tokens and the chain
+    entries its new tokens write (addresses known before the row runs)."""
+    base = bases[slot]
+    capacity = capacities[slot]
+    at = min(max(lengths[slot] - 1, 0), capacity - 1)
+    tokens_at = base + STATE_WORDS
+    prefetch(memory, base)
+    prefetch(memory, tokens_at + at)
+    prefetch(memory, tokens_at + capacity + at)
+    if a_l > 0:
+        prefetch(memory, tokens_at + 4 * capacity + at)
+
+
+@njit(cache=True)
+def _prefetch_tables(memory, bases, capacities, lengths, slot, new_tokens, begin, count, a_s, a_l, scratch):
+    """Start the misses of the next row's head-table probes: the slots its inserts and its
+    look-ups hash to, computed from its ring's tail (prefetched a row earlier) and its new tokens.
+    A hint: a row whose ring will grow, or a hash of an anchor that will not be indexed, costs a
+    useless prefetch, never a wrong result. ``scratch`` holds ``len(scratch) >= max(a_s, a_l) +
+    PREFETCH_TOKENS`` tokens."""
+    base = bases[slot]
+    capacity = capacities[slot]
+    length = lengths[slot]
+    if length + count > capacity:
+        return
+    count = min(count, PREFETCH_TOKENS)
+    widest = max(a_s, a_l)
+    kept = min(length, widest)  # ring tokens before the new ones in scratch
+    tokens_at = base + STATE_WORDS
+    for i in range(kept):
+        scratch[i] = memory[tokens_at + length - kept + i]
+    for i in range(count):
+        scratch[kept + i] = new_tokens[begin + i]
+    hmask = 2 * capacity - 1
+    head_s_at = tokens_at + 2 * capacity
+    head_l_at = tokens_at + 5 * capacity
+    # inserts: the anchors ending at global length - 1 .. length + count - 2 (scratch kept - 1 ..)
+    for e in range(kept - 1, kept + count - 1):
+        if e - a_s + 1 >= 0:
+            prefetch(memory, head_s_at + (window_hash(scratch, e, a_s, NO_RING) & hmask))
+        if a_l > 0 and e - a_l + 1 >= 0:
+            prefetch(memory, head_l_at + (window_hash(scratch, e, a_l, NO_RING) & hmask))
+    # the draft's look-ups: the anchors ending at the last token
+    last = kept + count - 1
+    if a_l > 0 and last - a_l + 1 >= 0:
+        prefetch(memory, head_l_at + (window_hash(scratch, last, a_l, NO_RING) & hmask))
+    if last - a_s + 1 >= 0:
+        prefetch(memory, head_s_at + (window_hash(scratch, last, a_s, NO_RING) & hmask))
+
+
 @njit(cache=True)
 def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max_depth, max_candidates,
                max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
@@ -385,7 +442,20 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
     stuck = 0
     ends = np.empty(max_candidates, dtype=np.int64)
     matches = np.empty(max_candidates, dtype=np.int64)
-    for row in range(len(slots)):
+    scratch = np.empty(max(a_s, a_l) + PREFETCH_TOKENS, dtype=np.int64)
+    rows = len(slots)
+    # Rows' misses overlap: two rows ahead, the ring's tail is prefetched; one row ahead (its tail
+    # now cached), the head-table slots its inserts and look-ups hash to.
+    if rows > 0:
+        _prefetch_tail(memory, bases, capacities, lengths, slots[0], a_l)
+    if rows > 1:
+        _prefetch_tail(memory, bases, capacities, lengths, slots[1], a_l)
+    for row in range(rows):
+        if row + 2 < rows:
+            _prefetch_tail(memory, bases, capacities, lengths, slots[row + 2], a_l)
+        if row + 1 < rows:
+            _prefetch_tables(memory, bases, capacities, lengths, slots[row + 1], new_tokens, offsets[row + 1],
+                             offsets[row + 2] - offsets[row + 1], a_s, a_l, scratch)
         begin = offsets[row]
         if not _step_row(memory, bases, capacities, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
                          a_s, a_l, max_depth, max_candidates, max_tokens, spec_factor, spec_offset, min_token_prob,
