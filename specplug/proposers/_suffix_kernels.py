@@ -370,6 +370,8 @@ def _step_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count
 
 #: the most new tokens of a row whose head-table slots are prefetched (more: the first ones only)
 PREFETCH_TOKENS = 16
+#: rows ahead whose ring tail is prefetched; the rows between get their head-table slots, then what they hold
+PREFETCH_ROWS = 3
 
 
 @njit(cache=True, inline="always")
@@ -388,12 +390,14 @@ def _prefetch_tail(memory, bases, capacities, lengths, slot, a_l):
 
 
 @njit(cache=True)
-def _prefetch_tables(memory, bases, capacities, lengths, slot, new_tokens, begin, count, a_s, a_l, scratch):
+def _prefetch_tables(memory, bases, capacities, lengths, slot, new_tokens, begin, count, a_s, a_l, scratch, stored):
     """Start the misses of the next row's head-table probes: the slots its inserts and its
     look-ups hash to, computed from its ring's tail (prefetched a row earlier) and its new tokens.
     A hint: a row whose ring will grow, or a hash of an anchor that will not be indexed, costs a
     useless prefetch, never a wrong result. ``scratch`` holds ``len(scratch) >= max(a_s, a_l) +
-    PREFETCH_TOKENS`` tokens."""
+    PREFETCH_TOKENS`` tokens. With ``stored`` (the slots, prefetched a row earlier, are cached
+    now) it prefetches what the slots point at instead: the stored position's tokens (an anchor
+    comparison) and chain entry (a walk's first link)."""
     base = bases[slot]
     capacity = capacities[slot]
     length = lengths[slot]
@@ -411,17 +415,24 @@ def _prefetch_tables(memory, bases, capacities, lengths, slot, new_tokens, begin
     head_s_at = tokens_at + 2 * capacity
     head_l_at = tokens_at + 5 * capacity
     # inserts: the anchors ending at global length - 1 .. length + count - 2 (scratch kept - 1 ..)
-    for e in range(kept - 1, kept + count - 1):
+    prev_s_at = tokens_at + capacity
+    prev_l_at = tokens_at + 4 * capacity
+    for e in range(kept - 1, kept + count):  # the last: the draft's look-ups, the anchors ending at the last token
         if e - a_s + 1 >= 0:
-            prefetch(memory, head_s_at + (window_hash(scratch, e, a_s, NO_RING) & hmask))
+            _prefetch_slot(memory, head_s_at + (window_hash(scratch, e, a_s, NO_RING) & hmask), tokens_at, prev_s_at, length, stored)
         if a_l > 0 and e - a_l + 1 >= 0:
-            prefetch(memory, head_l_at + (window_hash(scratch, e, a_l, NO_RING) & hmask))
-    # the draft's look-ups: the anchors ending at the last token
-    last = kept + count - 1
-    if a_l > 0 and last - a_l + 1 >= 0:
-        prefetch(memory, head_l_at + (window_hash(scratch, last, a_l, NO_RING) & hmask))
-    if last - a_s + 1 >= 0:
-        prefetch(memory, head_s_at + (window_hash(scratch, last, a_s, NO_RING) & hmask))
+            _prefetch_slot(memory, head_l_at + (window_hash(scratch, e, a_l, NO_RING) & hmask), tokens_at, prev_l_at, length, stored)
+
+
+@njit(cache=True, inline="always")
+def _prefetch_slot(memory, at, tokens_at, prev_at, length, stored):
+    if not stored:
+        prefetch(memory, at)
+        return
+    position = memory[at]
+    if 0 <= position < length:
+        prefetch(memory, tokens_at + position)
+        prefetch(memory, prev_at + position)
 
 
 @njit(cache=True)
@@ -446,16 +457,15 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
     rows = len(slots)
     # Rows' misses overlap: two rows ahead, the ring's tail is prefetched; one row ahead (its tail
     # now cached), the head-table slots its inserts and look-ups hash to.
-    if rows > 0:
-        _prefetch_tail(memory, bases, capacities, lengths, slots[0], a_l)
-    if rows > 1:
-        _prefetch_tail(memory, bases, capacities, lengths, slots[1], a_l)
+    for row in range(min(rows, PREFETCH_ROWS)):
+        _prefetch_tail(memory, bases, capacities, lengths, slots[row], a_l)
     for row in range(rows):
-        if row + 2 < rows:
-            _prefetch_tail(memory, bases, capacities, lengths, slots[row + 2], a_l)
-        if row + 1 < rows:
-            _prefetch_tables(memory, bases, capacities, lengths, slots[row + 1], new_tokens, offsets[row + 1],
-                             offsets[row + 2] - offsets[row + 1], a_s, a_l, scratch)
+        ahead = row + PREFETCH_ROWS
+        if ahead < rows:
+            _prefetch_tail(memory, bases, capacities, lengths, slots[ahead], a_l)
+        for later in range(row + 1, min(ahead, rows)):  # PREFETCH_ROWS - 1 rows: slots, then what they point at
+            _prefetch_tables(memory, bases, capacities, lengths, slots[later], new_tokens, offsets[later],
+                             offsets[later + 1] - offsets[later], a_s, a_l, scratch, later == row + 1)
         begin = offsets[row]
         if not _step_row(memory, bases, capacities, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
                          a_s, a_l, max_depth, max_candidates, max_tokens, spec_factor, spec_offset, min_token_prob,
