@@ -6,8 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specplug import BatchDrafts, BatchStep, Draft, Proposer, RequestId
-from specplug.engine._neural_batch import step_offered
+from specplug import Draft, Proposer, RequestId
 
 __all__ = ["EngineDrafts"]
 
@@ -69,8 +68,3 @@ class EngineDrafts(Proposer):
     def _stop(self, request_id: RequestId) -> None:
         self._offered.pop(request_id, None)
 
-    def _step_batch(self, step: BatchStep) -> BatchDrafts:
-        # in a composite most rows are asked for nothing: no hook call per row (a subclass's hooks are called)
-        if type(self) is not EngineDrafts:
-            return super()._step_batch(step)
-        return step_offered(self, step, self._offered, Draft((), self.name))
