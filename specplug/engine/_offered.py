@@ -67,4 +67,3 @@ class EngineDrafts(Proposer):
 
     def _stop(self, request_id: RequestId) -> None:
         self._offered.pop(request_id, None)
-

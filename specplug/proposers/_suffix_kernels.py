@@ -391,7 +391,7 @@ def _prefetch_tail(memory, bases, capacities, lengths, slot, a_l):
 
 @njit(cache=True)
 def _prefetch_tables(memory, bases, capacities, lengths, slot, new_tokens, begin, count, a_s, a_l, scratch, stored):
-    """Start the misses of the next row's head-table probes: the slots its inserts and its
+    """Start the misses of a later row's head-table probes: the slots its inserts and its
     look-ups hash to, computed from its ring's tail (prefetched a row earlier) and its new tokens.
     A hint: a row whose ring will grow, or a hash of an anchor that will not be indexed, costs a
     useless prefetch, never a wrong result. ``scratch`` holds ``len(scratch) >= max(a_s, a_l) +
@@ -414,10 +414,11 @@ def _prefetch_tables(memory, bases, capacities, lengths, slot, new_tokens, begin
     hmask = 2 * capacity - 1
     head_s_at = tokens_at + 2 * capacity
     head_l_at = tokens_at + 5 * capacity
-    # inserts: the anchors ending at global length - 1 .. length + count - 2 (scratch kept - 1 ..)
     prev_s_at = tokens_at + capacity
     prev_l_at = tokens_at + 4 * capacity
-    for e in range(kept - 1, kept + count):  # the last: the draft's look-ups, the anchors ending at the last token
+    # the inserts' anchors end at global positions length - 1 .. length + count - 2 (scratch
+    # kept - 1 ..); the last e is the draft's look-ups, the anchors ending at the last token
+    for e in range(kept - 1, kept + count):
         if e - a_s + 1 >= 0:
             _prefetch_slot(memory, head_s_at + (window_hash(scratch, e, a_s, NO_RING) & hmask), tokens_at, prev_s_at, length, stored)
         if a_l > 0 and e - a_l + 1 >= 0:
@@ -455,8 +456,9 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
     matches = np.empty(max_candidates, dtype=np.int64)
     scratch = np.empty(max(a_s, a_l) + PREFETCH_TOKENS, dtype=np.int64)
     rows = len(slots)
-    # Rows' misses overlap: two rows ahead, the ring's tail is prefetched; one row ahead (its tail
-    # now cached), the head-table slots its inserts and look-ups hash to.
+    # Rows' misses overlap (_prefetch.py says why): three rows ahead, the ring's tail is prefetched;
+    # two ahead (its tail now cached), the head-table slots its inserts and look-ups hash to; one
+    # ahead (those slots now cached), the positions they hold.
     for row in range(min(rows, PREFETCH_ROWS)):
         _prefetch_tail(memory, bases, capacities, lengths, slots[row], a_l)
     for row in range(rows):
