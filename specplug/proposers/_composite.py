@@ -369,7 +369,13 @@ class CompositeProposer(Proposer):
         a neural draft, the composite's name for no draft."""
         lookups, name = len(sources), self.name
         columns = [*sources, *neural_sources]
-        out = [columns[chosen][row] if chosen >= 0 else name for row, chosen in enumerate(choice.tolist())]
+        if all(isinstance(column, list) and column.count(column[0]) == len(column) for column in columns if len(column)):
+            # each part names every row alike (the usual case): a row's source is its choice's name,
+            # looked up in C (the indices -1 and -2, EMPTY and NOT_DRAFTED, read the composite's own name)
+            names = [column[0] if len(column) else name for column in columns] + [name, name]
+            out = list(map(names.__getitem__, choice.tolist()))
+        else:
+            out = [columns[chosen][row] if chosen >= 0 else name for row, chosen in enumerate(choice.tolist())]
         for row in np.flatnonzero((continued_by >= 0) & (choice >= lookups)).tolist():
             out[row] = f"{out[row]}+{sources[continued_by[row]][row]}"
         return out
