@@ -17,7 +17,8 @@ fp32 target. The features and labels come from that same fp32 forward pass (pref
 one KV-cached step per answer token: the teacher-forced forward of the sequence), never from a quantized
 model. Cheaper per token: chats whose answer is given text that ships inside Python (--passages,
 --passage-kinds: the documentation's topics, docstrings, source code; PSF licence), one forward each.
---data-cache keeps all of it, so training runs can be repeated without regenerating.
+--data-cache keeps all of it, so training runs can be repeated without regenerating; --data-share
+trains on a seeded nested share of it (a learning curve from one cache).
 Evaluation uses the held-out Spec-Bench chat prompts shipped in specplug/lab/data/prompts/spec_bench.jsonl
 (never trained on, never used to choose anything), answered greedily by the target.
 
