@@ -17,7 +17,8 @@ fp32 target. The features and labels come from that same fp32 forward pass (pref
 one KV-cached step per answer token: the teacher-forced forward of the sequence), never from a quantized
 model. Cheaper per token: chats whose answer is given text that ships inside Python (--passages,
 --passage-kinds: the documentation's topics, docstrings, source code; PSF licence), one forward each.
---data-cache keeps all of it, so training runs can be repeated without regenerating.
+--data-cache keeps all of it, so training runs can be repeated without regenerating; --data-share
+trains on a seeded nested share of it (a learning curve from one cache).
 Evaluation uses the held-out Spec-Bench chat prompts shipped in specplug/lab/data/prompts/spec_bench.jsonl
 (never trained on, never used to choose anything), answered greedily by the target.
 
@@ -555,6 +556,17 @@ def split_validation(answered: list[dict], fraction: float, seed: int) -> tuple[
     return [s for i, s in enumerate(answered) if i not in chosen], [s for i, s in enumerate(answered) if i in chosen]
 
 
+def take_share(samples: list[dict], share: float, seed: int) -> list[dict]:
+    """A seeded ``share`` of ``samples`` (at least one), in their order: a learning curve's smaller
+    training sets come from one data cache, each a subset of the next larger one for the same seed."""
+    if share >= 1.0 or not samples:
+        return samples
+    order = list(range(len(samples)))
+    random.Random(seed + 3).shuffle(order)
+    kept = set(order[:max(1, round(share * len(samples)))])
+    return [s for i, s in enumerate(samples) if i in kept]
+
+
 def as_shipped(head, config: dict):
     """A copy of ``head`` with its weights rounded to bf16, as the saved file holds them."""
     import torch
@@ -600,6 +612,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="random other vocabulary rows added to the cross-entropy's label vocabulary each step")
     train.add_argument("--val-fraction", type=float, default=0.1,
                        help="share of the self-distilled samples kept apart to choose the best epoch by")
+    train.add_argument("--data-share", type=float, default=1.0,
+                       help="train on this seeded share of the cached training sequences (a learning curve from one cache)")
     train.add_argument("--keep-best", action=argparse.BooleanOptionalAction, default=True,
                        help="ship the epoch with the best validation acceptance (early stopping), not the last")
     train.add_argument("--patience", type=int, default=0, help="stop after this many epochs without a better validation (0: never)")
@@ -622,6 +636,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("code_share", "reading_share", "val_fraction"):
         if not 0.0 <= getattr(args, name) < 1.0:
             parser.error(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(args, name)}")
+    if not 0.0 < args.data_share <= 1.0:
+        parser.error(f"--data-share must be in (0, 1], got {args.data_share}")
     for name in ("noise", "weight_decay", "ce_negatives", "patience"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
@@ -675,7 +691,8 @@ def main(argv: list[str] | None = None) -> int:
     phase("distill", start)
     source, eval_samples, forced = cached["source"], cached["eval"], cached["forced"]
     answered, validation = split_validation(cached["answered"], args.val_fraction, args.seed)
-    samples = answered + forced
+    # the share applies to each kind apart, so a smaller set keeps the mix of answers and passages
+    samples = take_share(answered, args.data_share, args.seed) + take_share(forced, args.data_share, args.seed)
     tokens = sum(len(s["tokens"]) for s in samples)
     answer_tokens = sum(len(s["tokens"]) - s["prompt_len"] for s in samples)
     print(f"data: {len(samples)} sequences ({source}), {tokens} tokens ({answer_tokens} answer tokens), "
@@ -784,7 +801,8 @@ def main(argv: list[str] | None = None) -> int:
     report = {"command": " ".join(["scripts/train_eagle_head.py"] + (argv if argv is not None else sys.argv[1:])),
               "seed": args.seed, "threads": args.threads,
               "data": source | {"prompts": len(samples), "tokens": tokens, "answer_tokens": answer_tokens,
-                                "data_seconds": cached["seconds"], "validation_samples": len(validation)},
+                                "data_seconds": cached["seconds"], "validation_samples": len(validation),
+                                "data_share": args.data_share},
               "training": {"epochs_run": epoch, "epoch_shipped": chosen_epoch, "weight_decay": args.weight_decay,
                            "noise": args.noise, "ce_negatives": negatives, "keep_best": args.keep_best,
                            "validation": history},

@@ -205,6 +205,17 @@ def test_validation_split_takes_whole_samples_the_same_way_each_time():
     assert script.split_validation(answered, 0.0, seed=0) == (answered, [])
 
 
+def test_a_data_share_is_a_seeded_subset_nested_in_every_larger_share():
+    script = _training_script()
+    samples = [{"id": n} for n in range(40)]
+    quarter, half = script.take_share(samples, 0.25, seed=0), script.take_share(samples, 0.5, seed=0)
+    assert len(quarter) == 10 and len(half) == 20
+    assert {s["id"] for s in quarter} < {s["id"] for s in half}  # a learning curve's sets grow, never swap
+    assert [s["id"] for s in half] == sorted(s["id"] for s in half)  # the cache's order is kept
+    assert script.take_share(samples, 0.25, seed=0) == quarter and script.take_share(samples, 0.25, seed=1) != quarter
+    assert script.take_share(samples, 1.0, seed=0) == samples and len(script.take_share(samples, 0.001, seed=0)) == 1
+
+
 def test_passages_take_turns_between_kinds_and_come_from_python_itself():
     script = _training_script()
     units, _ = script.stdlib_units(200, seed=0)

@@ -63,3 +63,7 @@ def test_bad_sizes_are_one_clear_line(tmp_path):
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 2 and "--prompts must be >= 1, got 0" in result.stderr
     assert "Traceback" not in result.stderr
+    share = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path), "--data-share", "0"],
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert share.returncode == 2 and "--data-share must be in (0, 1], got 0.0" in share.stderr
+    assert "Traceback" not in share.stderr
