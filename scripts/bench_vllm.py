@@ -15,7 +15,7 @@ cross-request store (specplug's suffix) must not find a measured prompt's own an
 pass. A pass's tokens/s is its generated tokens over its wall time. The table gives per method the
 median pass, the spread (min-max) and the median over rounds of its ratio to no speculation in the same
 round. Greedy output is compared with no speculation, token for token, in every round. Acceptance (accepted / drafted tokens) comes from each engine's own
-spec-decode counters; ``--stats-dir`` adds specplug.hybrid's drafts by source. ``--workload``
+spec-decode counters; ``--stats-dir`` adds the drafts by source of specplug methods over the head. ``--workload``
 picks the prompt sets (code-edit, chat = Spec-Bench, agentic, mixed = the three in turn).
 """
 
@@ -42,9 +42,11 @@ METHODS: dict[str, dict | None] = {
     "specplug.adaptive": {"method": "specplug.adaptive", "candidates": ["suffix", "ngram"]},
     "vllm eagle (trained head)": {"method": "eagle", "model": str(EAGLE_HEAD)},
     "specplug.hybrid (trained head)": {"method": "specplug.hybrid", "neural": "eagle", "model": str(EAGLE_HEAD)},
+    "specplug.adaptive (trained head)": {"method": "specplug.adaptive", "neural": "eagle", "model": str(EAGLE_HEAD),
+                                         "candidates": ["suffix", "ngram"]},
 }
 #: methods whose K is --neural-tokens: a head's acceptance decays with depth, and each step costs a pass
-NEURAL = {"vllm eagle (trained head)", "specplug.hybrid (trained head)"}
+NEURAL = {"vllm eagle (trained head)", "specplug.hybrid (trained head)", "specplug.adaptive (trained head)"}
 #: --workload -> shipped prompt sets, taken in turn
 WORKLOADS = {"code-edit": ["code-edit"], "chat": ["spec-bench"], "agentic": ["agentic"],
              "mixed": ["code-edit", "spec-bench", "agentic"]}
@@ -154,8 +156,8 @@ def run_all(labels: list[str], rounds, args) -> list[dict]:
     params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens)
     engines, stats_files = {}, {}
     for label in labels:
-        if label.startswith("specplug.hybrid") and args.stats_dir:
-            stats_files[label] = args.stats_dir / f"{label.split()[0]}.json"
+        if label.startswith("specplug.") and label.endswith("(trained head)") and args.stats_dir:
+            stats_files[label] = args.stats_dir / f"{label.split()[0]}.json"  # drafts by source
         engines[label] = build(label, args, stats_files.get(label))
         engines[label].chat([warm_up_chat()], params, use_tqdm=False)
     passes: dict[str, list[list[dict]]] = {label: [] for label in labels}
@@ -190,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec-tokens", type=int, default=8)
     parser.add_argument("--neural-tokens", type=int, default=4, help="K of the methods with the trained EAGLE head")
     parser.add_argument("--workload", default="code-edit", choices=list(WORKLOADS))
-    parser.add_argument("--stats-dir", type=Path, help="where specplug.hybrid writes its stats (drafts by source)")
+    parser.add_argument("--stats-dir", type=Path, help="where the specplug methods over the head write their stats (drafts by source)")
     parser.add_argument("--methods", nargs="*", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
