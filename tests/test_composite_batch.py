@@ -155,3 +155,18 @@ def test_a_long_batch_run_drafts_learns_and_matches_the_per_request_calls(config
     assert len(sources) > 1  # the comparison saw more than one kind of draft
     if config != "adaptive":
         assert neural_steps > 0  # and steps that chose the neural part
+
+
+@pytest.mark.parametrize("batch", [1, 7, 4096])
+def test_the_batch_step_times_are_the_cost_models_own(batch: int) -> None:
+    # the one-pass kernel (_step_times) against spec_step_times row by row, to the last bit
+    from specplug.cost import spec_step_times
+    from specplug.proposers._composite import _KINDS
+
+    adaptive = specplug.create("adaptive", batch_size=batch, max_positions=9)
+    contexts = np.random.default_rng(batch).integers(0, 300_000, size=50)
+    table = adaptive._step_times(contexts)
+    for row, context in enumerate(contexts.tolist()):
+        for at, kinds in enumerate(_KINDS):
+            expected = spec_step_times(adaptive.cost, batch, context, 9, kinds)
+            assert np.array_equal(table[row, at], expected), (batch, context, kinds)

@@ -21,6 +21,7 @@ import numpy as np
 from numba import njit
 
 from specplug.proposers._pending import add_pending, score_pending
+from specplug.proposers._prefetch import prefetch
 
 __all__ = [
     "EMPTY", "chained_estimate", "KIND_LOOKUP", "KIND_LOOKUP_NEURAL", "KIND_NEURAL", "KIND_PLAIN", "NOT_DRAFTED", "choose_rows",
@@ -128,6 +129,41 @@ def score_row(
 
 
 @njit(cache=True)
+def _prefetch_row(slot, row, stored, lookup_tracks, lookup_bands, neural_tracks, confirmed, own_drafted, own_accepted,
+                  meta, waiting, count):  # pragma: no cover - compiled
+    # A later row's state, read before its turn so that its misses overlap this row's work (see
+    # _prefetch.py; at batch 128 the lookups' batch steps have just evicted it): two rows ahead,
+    # its waiting drafts; one row ahead (those now cached), the statistics rows they and its
+    # drafts will score and be priced with. A hint only: it never changes a result.
+    waiting_count = min(count[slot], meta.shape[1])
+    if not stored:
+        for w in range(waiting_count):
+            prefetch(meta[slot, w], 0)
+            prefetch(waiting[slot, w], 0)
+        return
+    positions = own_drafted.shape[3]
+    for w in range(waiting_count):
+        track, band = meta[slot, w, 0], meta[slot, w, 1]
+        if 0 <= track < own_drafted.shape[1] and 0 <= band < own_drafted.shape[2]:
+            _prefetch_stats(own_drafted[slot, track, band], own_accepted[slot, track, band], positions)
+    for li in range(len(lookup_tracks)):
+        band = lookup_bands[li, row]
+        if 0 <= band < own_drafted.shape[2]:
+            _prefetch_stats(own_drafted[slot, lookup_tracks[li], band], own_accepted[slot, lookup_tracks[li], band], positions)
+    for ni in range(len(neural_tracks)):
+        _prefetch_stats(own_drafted[slot, neural_tracks[ni], 0], own_accepted[slot, neural_tracks[ni], 0], positions)
+    if confirmed >= 0:
+        _prefetch_stats(own_drafted[slot, confirmed, 0], own_accepted[slot, confirmed, 0], positions)
+
+
+@njit(cache=True, inline="always")
+def _prefetch_stats(drafted, accepted, positions):  # pragma: no cover - compiled
+    for j in range(0, positions, 8):  # a cache line holds 8 float64
+        prefetch(drafted, j)
+        prefetch(accepted, j)
+
+
+@njit(cache=True)
 def choose_rows(
     slots: np.ndarray, new_tokens: np.ndarray, offsets: np.ndarray, extended: np.ndarray, limits: np.ndarray,
     lookup_tokens: np.ndarray, lookup_lengths: np.ndarray, lookup_bands: np.ndarray, lookup_tracks: np.ndarray,
@@ -156,7 +192,17 @@ def choose_rows(
     p_neural = np.empty(positions)
     p_confirmed = np.empty(positions)
     towards = np.empty(positions)
-    for row in range(len(slots)):
+    rows = len(slots)
+    for row in range(min(rows, 2)):
+        _prefetch_row(slots[row], row, False, lookup_tracks, lookup_bands, neural_tracks, confirmed, own_drafted,
+                      own_accepted, meta, waiting, count)
+    for row in range(rows):
+        if row + 2 < rows:
+            _prefetch_row(slots[row + 2], row + 2, False, lookup_tracks, lookup_bands, neural_tracks, confirmed,
+                          own_drafted, own_accepted, meta, waiting, count)
+        if row + 1 < rows:
+            _prefetch_row(slots[row + 1], row + 1, True, lookup_tracks, lookup_bands, neural_tracks, confirmed,
+                          own_drafted, own_accepted, meta, waiting, count)
         slot = slots[row]
         own_d, own_a = own_drafted[slot], own_accepted[slot]
         begin, end = offsets[row], offsets[row + 1]

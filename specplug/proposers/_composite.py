@@ -31,6 +31,7 @@ from specplug.proposers import _choice, _row_drafts
 from specplug.proposers._parts import BANDS, PositionStats, checked_batch_size, estimate, optimism, score_bands
 from specplug.proposers._pending import PendingTable
 from specplug.proposers._row_drafts import RowDraft, RowDrafts
+from specplug.proposers._step_times import linear_step_times
 
 __all__ = ["Choosing", "CompositeProposer"]
 
@@ -126,6 +127,8 @@ class CompositeProposer(Proposer):
         self._pooled_drafted = np.zeros((tracks, BANDS, positions))
         self._pooled_accepted = np.zeros((tracks, BANDS, positions))
         self._no_times = np.zeros((1, len(_KINDS), 1))
+        self._times_key: tuple[object, int] | None = None  # (cost model, batch size) of _times_args
+        self._times_args: tuple[np.ndarray, ...] = ()
         self._step_count = np.zeros(1, dtype=np.int64)  # drafting steps, all requests: the exploration bonus grows with it
 
     @property
@@ -369,14 +372,21 @@ class CompositeProposer(Proposer):
         a neural draft, the composite's name for no draft."""
         lookups, name = len(sources), self.name
         columns = [*sources, *neural_sources]
+        continued = (continued_by >= 0) & (choice >= lookups)
         if all(isinstance(column, list) and column.count(column[0]) == len(column) for column in columns if len(column)):
             # each part names every row alike (the usual case): a row's source is its choice's name,
-            # looked up in C (the indices -1 and -2, EMPTY and NOT_DRAFTED, read the composite's own name)
-            names = [column[0] if len(column) else name for column in columns] + [name, name]
-            out = list(map(names.__getitem__, choice.tolist()))
-        else:
-            out = [columns[chosen][row] if chosen >= 0 else name for row, chosen in enumerate(choice.tolist())]
-        for row in np.flatnonzero((continued_by >= 0) & (choice >= lookups)).tolist():
+            # looked up in C. After the parts' names come "neural+lookup" for each continued pair
+            # (at len(columns) + neural * lookups + lookup); the indices -1 and -2, EMPTY and
+            # NOT_DRAFTED, read the composite's own name at the end.
+            single = [column[0] if len(column) else name for column in columns]
+            pairs = [f"{neural}+{lookup}" for neural in single[lookups:] for lookup in single[:lookups]]
+            names = single + pairs + [name, name]
+            keys = choice
+            if continued.any():
+                keys = np.where(continued, len(columns) + (choice - lookups) * lookups + continued_by, choice)
+            return list(map(names.__getitem__, keys.tolist()))
+        out = [columns[chosen][row] if chosen >= 0 else name for row, chosen in enumerate(choice.tolist())]
+        for row in np.flatnonzero(continued).tolist():
             out[row] = f"{out[row]}+{sources[continued_by[row]][row]}"
         return out
 
@@ -394,20 +404,12 @@ class CompositeProposer(Proposer):
             return np.array([
                 [spec_step_times(cost, batch, context, positions, kinds) for kinds in _KINDS] for context in contexts.tolist()
             ]).reshape(rows, len(_KINDS), positions + 1)  # fmt: skip
-        # spec_step_times of the linear model, every row at once (the same operations, elementwise)
-        kv = (batch * contexts).astype(np.float64)[:, np.newaxis]
-        lengths = np.arange(positions + 1, dtype=np.float64)
-        v_kv, v_tok, v_fixed, overhead = _verify_coefficients(cost)
-        verify = (v_kv * kv + v_fixed) + (v_tok * batch) * (lengths + 1.0)
+        # spec_step_times of the linear model, every row at once (the same operations, in one numba pass)
+        key = (cost, batch)
+        if self._times_key != key:  # the coefficients change only with the model or the batch size
+            self._times_key, self._times_args = key, _linear_coefficients(cost, batch)
         out = np.empty((rows, len(_KINDS), positions + 1))
-        for at, kinds in enumerate(_KINDS):
-            fraction, fixed, per_token = 1.0, overhead, 0.0
-            for name in kinds:
-                d_kv, d_tok, d_fixed, d_frac = _draft_coefficients(cost, name)
-                fraction += d_frac
-                fixed = fixed + (d_kv * kv + d_fixed)
-                per_token += d_tok
-            out[:, at] = verify * fraction + fixed + (per_token * batch) * lengths
+        linear_step_times(contexts.astype(np.int64), batch, *self._times_args, out)
         return out
 
     # ---------------------------------------------------------------- statistics
@@ -433,3 +435,23 @@ class CompositeProposer(Proposer):
             for request_id, slot in self._slot.items()
         }
         return self._pooled_drafted.copy(), self._pooled_accepted.copy(), own
+
+
+def _linear_coefficients(cost: LinearCostModel, batch: int) -> tuple[np.ndarray, ...]:
+    """:func:`linear_step_times`'s arguments after ``batch``: the verify terms, and per drafter
+    kind (_KINDS) its drafters' KV and fixed terms, their count, its verify fraction and its per
+    draft token × batch, summed in the order ``spec_step_times`` sums them."""
+    v_kv, v_tok, v_fixed, overhead = _verify_coefficients(cost)
+    kinds = len(_KINDS)
+    kind_kv, kind_fixed = np.zeros((kinds, 2)), np.zeros((kinds, 2))
+    kind_terms, fractions, per_token = np.zeros(kinds, dtype=np.int64), np.ones(kinds), np.zeros(kinds)
+    for at, names in enumerate(_KINDS):
+        fraction, slope = 1.0, 0.0
+        for term, name in enumerate(names):
+            d_kv, d_tok, d_fixed, d_frac = _draft_coefficients(cost, name)
+            fraction += d_frac
+            slope += d_tok
+            kind_kv[at, term], kind_fixed[at, term] = d_kv, d_fixed
+        kind_terms[at], fractions[at], per_token[at] = len(names), fraction, slope * batch
+    verify = np.array([v_kv, v_tok * batch, v_fixed, overhead])
+    return verify, kind_kv, kind_fixed, kind_terms, fractions, per_token

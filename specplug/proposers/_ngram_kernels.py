@@ -9,9 +9,11 @@ needs to compare, so a slot costs 4 bytes (8 with hit counts).
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit, prange
 
 from specplug.proposers._hashing import NO_RING, window_hash
+from specplug.proposers._prefetch import prefetch
 from specplug.proposers._row_drafts import remember, resolve
 
 EMPTY = -1
@@ -116,6 +118,58 @@ def _step_row(arrays, lengths, slot, new_tokens, begin, count, limit, min_n, min
     return True
 
 
+#: the most new tokens of a row whose table slots are prefetched (more: the first ones only)
+PREFETCH_TOKENS = 16
+#: rows ahead whose token tail is prefetched; the rows between get their table slots, then what they hold
+PREFETCH_ROWS = 3
+
+
+@njit(cache=True, inline="always")
+def _prefetch_tail(arrays, lengths, slot, drafts):
+    """Start the misses of a later row's token tail (the n-grams' last tokens, where its new
+    tokens go) and its row of last drafts (addresses known before the row runs)."""
+    tokens = arrays[slot][0]
+    at = min(max(lengths[slot] - 1, 0), len(tokens) - 1)
+    prefetch(tokens, at)
+    prefetch(drafts[slot], 0)
+
+
+@njit(cache=True)
+def _prefetch_tables(arrays, lengths, slot, new_tokens, begin, count, min_n, scratch, stored):
+    """Start the misses of a later row's table probes: the slots its inserts and its look-up
+    hash to, from its token tail (prefetched a row earlier) and its new tokens. With ``stored``
+    (the slots, prefetched a row earlier, are cached now) it prefetches the tokens the slots
+    point at instead (the n-gram comparison, the draft's first tokens). A hint: a row that will
+    grow costs a useless prefetch, never a wrong result. ``scratch`` holds the widest n-gram
+    plus PREFETCH_TOKENS tokens."""
+    tokens, table = arrays[slot][0], arrays[slot][1]
+    length = lengths[slot]
+    if length + count > len(tokens):
+        return
+    count = min(count, PREFETCH_TOKENS)
+    widest = min(min_n + table.shape[0] - 1, len(scratch) - PREFETCH_TOKENS)
+    kept = min(length, widest)  # tokens before the new ones in scratch
+    for i in range(kept):
+        scratch[i] = tokens[length - kept + i]
+    for i in range(count):
+        scratch[kept + i] = new_tokens[begin + i]
+    mask = table.shape[1] - 1
+    # the inserts' n-grams end at length - 1 .. length + count - 2 (scratch kept - 1 ..); the
+    # last end is the look-up's, the n-grams ending at the last token
+    for e in range(kept - 1, kept + count):
+        for k in range(table.shape[0]):
+            n = min_n + k
+            if e - n + 1 < 0:
+                break
+            index = window_hash(scratch, e, n, NO_RING) & mask
+            if not stored:
+                prefetch(table[k], index)
+                continue
+            position = table[k, index]
+            if 0 <= position < length:
+                prefetch(tokens, position)
+
+
 @njit(cache=True)
 def ngram_step_batch(arrays, lengths, slots, new_tokens, offsets, limits, min_n, min_hits, max_tokens,
                      drafts, draft_lengths, out, out_lengths, accepted, blocked):
@@ -130,6 +184,36 @@ def ngram_step_batch(arrays, lengths, slots, new_tokens, offsets, limits, min_n,
     capacities double) and runs it alone. Returns how many rows are blocked. Serial over rows:
     see :func:`ngram_step_batch_parallel` for many rows on many cores.
     """
+    stuck = 0
+    rows = len(slots)
+    widest = 1
+    if rows:
+        widest = min_n + arrays[slots[0]][1].shape[0] - 1
+    scratch = np.empty(widest + PREFETCH_TOKENS, dtype=np.int64)
+    # Rows' misses overlap (_prefetch.py says why): three rows ahead, the token tail is
+    # prefetched; two ahead (its tail now cached), the table slots its inserts and look-up hash
+    # to; one ahead (those slots now cached), the tokens they point at.
+    for row in range(min(rows, PREFETCH_ROWS)):
+        _prefetch_tail(arrays, lengths, slots[row], drafts)
+    for row in range(rows):
+        ahead = row + PREFETCH_ROWS
+        if ahead < rows:
+            _prefetch_tail(arrays, lengths, slots[ahead], drafts)
+        for later in range(row + 1, min(ahead, rows)):
+            _prefetch_tables(arrays, lengths, slots[later], new_tokens, offsets[later],
+                             offsets[later + 1] - offsets[later], min_n, scratch, later == row + 1)
+        begin = offsets[row]
+        if not _step_row(arrays, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
+                         min_n, min_hits, max_tokens, drafts, draft_lengths, row, out, out_lengths, accepted):
+            blocked[row] = True
+            stuck += 1
+    return stuck
+
+
+@njit(cache=True)
+def ngram_step_batch_plain(arrays, lengths, slots, new_tokens, offsets, limits, min_n, min_hits, max_tokens,
+                           drafts, draft_lengths, out, out_lengths, accepted, blocked):
+    """:func:`ngram_step_batch` without the prefetch (to measure it against)."""
     stuck = 0
     for row in range(len(slots)):
         begin = offsets[row]
