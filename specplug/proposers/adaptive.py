@@ -59,7 +59,8 @@ class AdaptiveOptions(MethodOptions):
         0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for rarely observed positions (UCB bonus scale), so a candidate judged early is retried"
     )
     neural_probe: bool = Field(
-        False, description="ask a neural drafter for its whole draft and score the tokens past the verified cut too"
+        True,
+        description="ask a neural drafter for its whole draft and score the tokens past the verified cut too (free for a head that drafts its full length anyway; a draft model pays per token: False)",
     )
     lookup_prior_weight: float = Field(
         1.0, gt=0, le=1e6, allow_inf_nan=False,

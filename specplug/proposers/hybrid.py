@@ -62,7 +62,8 @@ class HybridOptions(MethodOptions):
     prior_weight: float = Field(4.0, gt=0, le=1e6, allow_inf_nan=False, description="observations the pooled estimate is worth for a new request")
     explore: float = Field(0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for the neural drafter's rarely observed positions (UCB scale)")
     neural_probe: bool = Field(
-        False, description="ask a neural drafter for its whole draft and score the tokens past the verified cut too"
+        True,
+        description="ask a neural drafter for its whole draft and score the tokens past the verified cut too (free for a head that drafts its full length anyway; a draft model pays per token: False)",
     )
     lookup_prior_weight: float = Field(
         1.0, gt=0, le=1e6, allow_inf_nan=False,
