@@ -9,7 +9,8 @@ to verification; vLLM's MTP/EAGLE/draft-model drafter runs only when some row as
 draft. It reaches the method as an :class:`~specplug.engine.EngineDrafts` proposer whose drafts
 are fetched on demand, so the method sees it as any other Proposer.
 
-On a step where no row asks for it (every row took the lookup's draft, or none), the
+The counters say what vLLM's drafter did each step: ``neural_pass.full`` (its whole pass),
+``neural_pass.fill`` or ``neural_pass.skip``. On a step where no row asks for it (every row took the lookup's draft, or none), the
 ``unused_neural_pass`` setting says what vLLM's drafter does:
 
 - ``"fill"`` (default): only its first forward, at draft length 0 (vLLM's own path for a
@@ -23,7 +24,6 @@ On a step where no row asks for it (every row took the lookup's draft, or none),
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -53,8 +53,6 @@ class HybridOverlay(EngineDrafting):
         neural_name = settings.neural or vllm_config.speculative_config.method
         self.settings = settings
         self.unused_neural_pass = settings.unused_neural_pass
-        #: steps on which no row asked for vLLM's drafter, by what it did then ("fill" or "skip")
-        self.neural_passes: Counter[str] = Counter()
         self.engine_drafts = EngineDrafts(str(neural_name))
         super().__init__(create_method(settings, self.engine_drafts), **stats_options(settings))
         log.info("specplug %s overlay on vLLM's %s drafts, options %s", settings.method, neural_name, settings.options)
@@ -69,6 +67,7 @@ class HybridOverlay(EngineDrafting):
         this step's tokens yet.
         """
         if self.unused_neural_pass == "full":
+            self.counters["neural_pass.full"] += 1
             return self._overlay(runner, num_tokens, sampled_token_ids, neural_pass(num_tokens))
         neural = _NeuralPass(neural_pass, num_tokens)
         faults = self.guard.counters["faults"]
@@ -80,13 +79,14 @@ class HybridOverlay(EngineDrafting):
             chosen = None
         neural.raise_engine_error()  # vLLM's own drafter failed: as it would without the plugin
         if neural.drafts is not None:  # some row asked: vLLM's drafts are there, as in the full overlay
+            self.counters["neural_pass.full"] += 1
             if chosen is None:
                 return neural.drafts
             engine_rows = _padded_rows(neural.rows, len(chosen))
             return _like(neural.drafts, [tokens or row for tokens, row in zip(chosen, engine_rows)], engine_rows)
         if chosen is None or self.guard.counters["faults"] > faults:
             return neural.run()  # the method faulted before asking: vLLM's own drafts go out
-        self.neural_passes[self.unused_neural_pass] += 1
+        self.counters[f"neural_pass.{self.unused_neural_pass}"] += 1
         if self.unused_neural_pass == "fill":
             neural_pass(0)  # the drafter's KV cache follows the request; no draft token computed
         return chosen  # lists: vLLM takes a draft of any length per request

@@ -382,7 +382,8 @@ def test_a_step_where_every_row_takes_the_lookup_runs_no_neural_draft(setting, a
     assert overlay.apply(runner, 3, [[1], [9]], engine) == [[2, 3, 4], [8, 7, 9]]
     # fill: only the drafter's first forward (draft length 0, its KV cache stays filled); skip: nothing
     assert engine.asked == asked
-    assert overlay.neural_passes == ({} if setting == "full" else {setting or "fill": 1})
+    passes = {key: count for key, count in overlay.counters.items() if key.startswith("neural_pass.")}
+    assert passes == {f"neural_pass.{setting or 'fill'}": 1}
     assert overlay.counters["drafts.ngram"] == 2 and overlay.counters["faults"] == 0
 
 
@@ -391,7 +392,8 @@ def test_a_row_that_takes_the_neural_draft_runs_the_drafter_once_for_the_batch(s
     _, runner, overlay = two_row_overlay(margin=-100.0, unused_neural_pass=setting)  # the neural part wins
     engine = EnginePass([[50, 51, 52], [60, 61, 62]])
     assert overlay.apply(runner, 3, [[1], [9]], engine) == [[50, 51, 52], [60, 61, 62]]
-    assert engine.asked == [3] and not overlay.neural_passes
+    assert engine.asked == [3] and overlay.counters["neural_pass.full"] == 1
+    assert overlay.counters[f"neural_pass.{setting}"] == 0
     assert overlay.counters["drafts.eagle"] == 2
 
 
