@@ -53,6 +53,12 @@ class HybridOverlay(EngineDrafting):
         neural_name = settings.neural or vllm_config.speculative_config.method
         self.settings = settings
         self.unused_neural_pass = settings.unused_neural_pass
+        data_parallel = getattr(getattr(vllm_config, "parallel_config", None), "data_parallel_size", 1) or 1
+        if data_parallel > 1 and self.unused_neural_pass != "full":
+            # the drafter's forwards synchronise data-parallel ranks, whose batches (and so choices) differ
+            log.warning("specplug: data_parallel_size = %s: vLLM's drafter runs its whole pass every step "
+                        "(unused_neural_pass = 'full')", data_parallel)
+            self.unused_neural_pass = "full"
         self.engine_drafts = EngineDrafts(str(neural_name))
         super().__init__(create_method(settings, self.engine_drafts), **stats_options(settings))
         log.info("specplug %s overlay on vLLM's %s drafts, options %s", settings.method, neural_name, settings.options)

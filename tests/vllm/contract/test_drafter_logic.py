@@ -411,3 +411,11 @@ def test_vllms_own_drafter_error_is_raised_not_taken_for_a_method_fault():
 def test_a_bad_unused_neural_pass_names_the_value_and_the_valid_ones():
     with pytest.raises(InvalidOptionError, match=r"unused_neural_pass'\] = 'never' is not valid; use one of fill, skip, full"):
         two_row_overlay(unused_neural_pass="never")
+
+
+def test_data_parallel_ranks_keep_the_full_pass():
+    # the drafter's forwards synchronise data-parallel ranks, whose batches (so choices) differ
+    config = SimpleNamespace(additional_config={"specplug": {"method": "hybrid", "neural": "eagle"}},
+                             speculative_config=SimpleNamespace(method="eagle"),
+                             parallel_config=SimpleNamespace(data_parallel_size=2))
+    assert HybridOverlay(config).unused_neural_pass == "full"
