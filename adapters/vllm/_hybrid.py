@@ -91,7 +91,10 @@ class HybridOverlay(EngineDrafting):
             engine_rows = _padded_rows(neural.rows, len(chosen))
             return _like(neural.drafts, [tokens or row for tokens, row in zip(chosen, engine_rows)], engine_rows)
         if chosen is None or self.guard.counters["faults"] > faults:
-            return neural.run()  # the method faulted before asking: vLLM's own drafts go out
+            drafts = neural.run()  # the method faulted before asking: vLLM's own drafts go out
+            neural.raise_engine_error()
+            self.counters["neural_pass.full"] += 1
+            return drafts
         self.counters[f"neural_pass.{self.unused_neural_pass}"] += 1
         if self.unused_neural_pass == "fill":
             neural_pass(0)  # the drafter's KV cache follows the request; no draft token computed
@@ -103,11 +106,12 @@ class HybridOverlay(EngineDrafting):
         try:
             new_tokens, lengths = self._new_tokens(runner, sampled_token_ids)
             self.engine_drafts.max_draft_tokens = max(1, num_tokens)
+            offered = _padded_rows(engine_rows, len(new_tokens))
             chosen = self._run_method(runner, num_tokens, new_tokens, lengths,
-                                lambda rows: self.engine_drafts.offer_rows(rows, _padded_rows(engine_rows, len(new_tokens))))
+                                      lambda rows: self.engine_drafts.offer_rows(rows, offered))
             # an empty choice (a row that cannot draft, or a fault) costs only specplug's choice:
             # vLLM's own draft still goes out
-            return _like(drafts, [tokens or row for tokens, row in zip(chosen, _padded_rows(engine_rows, len(chosen)))], engine_rows)
+            return _like(drafts, [tokens or row for tokens, row in zip(chosen, offered)], engine_rows)
         except Exception as error:  # noqa: BLE001 - the overlay must never take the engine down
             self.guard.record_fault("the hybrid overlay", error, "vLLM's own drafts are used this step")
             return drafts
@@ -125,7 +129,10 @@ class HybridOverlay(EngineDrafting):
         self.engine_drafts.max_draft_tokens = max(1, num_tokens)
 
         def fetch_on_demand(rows: list[Any]) -> None:
-            self.engine_drafts.on_demand(lambda: self.engine_drafts.offer_rows(rows, _padded_rows(neural.rows_now(), len(rows))))
+            def fetch() -> None:
+                self.engine_drafts.offer_rows(rows, _padded_rows(neural.rows_now(), len(rows)))
+
+            self.engine_drafts.on_demand(fetch)
 
         return self._run_method(runner, num_tokens, sampled, lengths, fetch_on_demand)
 

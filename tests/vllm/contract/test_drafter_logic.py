@@ -419,3 +419,11 @@ def test_data_parallel_ranks_keep_the_full_pass():
                              speculative_config=SimpleNamespace(method="eagle"),
                              parallel_config=SimpleNamespace(data_parallel_size=2))
     assert HybridOverlay(config).unused_neural_pass == "full"
+
+
+def test_a_method_fault_before_the_choice_sends_vllms_own_drafts():
+    _, runner, overlay = two_row_overlay(margin=100.0)
+    overlay.guard.proposer = None  # every call raises inside the guard: no row asked for the neural draft
+    engine = EnginePass([[50, 51, 52], [60, 61, 62]])
+    assert overlay.apply(runner, 3, [[1], [9]], engine) == [[50, 51, 52], [60, 61, 62]]
+    assert engine.asked == [3] and overlay.counters["faults"] >= 1
