@@ -15,7 +15,9 @@ cross-request store (specplug's suffix) must not find a measured prompt's own an
 pass. A pass's tokens/s is its generated tokens over its wall time. The table gives per method the
 median pass, the spread (min-max) and the median over rounds of its ratio to no speculation in the same
 round. Greedy output is compared with no speculation, token for token, in every round. Acceptance (accepted / drafted tokens) comes from each engine's own
-spec-decode counters; ``--stats-dir`` adds the drafts by source of specplug methods over the head. ``--workload``
+spec-decode counters; ``--stats-dir`` adds the drafts by source of specplug methods over the head, and what
+the head did per step (``head full``: its whole pass; ``head fill``: its first forward only; ``head skip``:
+nothing). ``--workload``
 picks the prompt sets (code-edit, chat = Spec-Bench, agentic, mixed = the three in turn).
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -44,9 +47,15 @@ METHODS: dict[str, dict | None] = {
     "specplug.hybrid (trained head)": {"method": "specplug.hybrid", "neural": "eagle", "model": str(EAGLE_HEAD)},
     "specplug.adaptive (trained head)": {"method": "specplug.adaptive", "neural": "eagle", "model": str(EAGLE_HEAD),
                                          "candidates": ["suffix", "ngram"]},
+    # what the head does on steps where no row takes its draft (the default above: "fill", its
+    # first forward only); "full" is the first overlay (the head's whole pass every step)
+    "specplug.hybrid (trained head, skip)": {"method": "specplug.hybrid", "neural": "eagle", "model": str(EAGLE_HEAD),
+                                             "unused_neural_pass": "skip"},
+    "specplug.hybrid (trained head, full)": {"method": "specplug.hybrid", "neural": "eagle", "model": str(EAGLE_HEAD),
+                                             "unused_neural_pass": "full"},
 }
 #: methods whose K is --neural-tokens: a head's acceptance decays with depth, and each step costs a pass
-NEURAL = {"vllm eagle (trained head)", "specplug.hybrid (trained head)", "specplug.adaptive (trained head)"}
+NEURAL = {label for label in METHODS if "(trained head" in label}
 #: --workload -> shipped prompt sets, taken in turn
 WORKLOADS = {"code-edit": ["code-edit"], "chat": ["spec-bench"], "agentic": ["agentic"],
              "mixed": ["code-edit", "spec-bench", "agentic"]}
@@ -156,8 +165,8 @@ def run_all(labels: list[str], rounds, args) -> list[dict]:
     params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens)
     engines, stats_files = {}, {}
     for label in labels:
-        if label.startswith("specplug.") and label.endswith("(trained head)") and args.stats_dir:
-            stats_files[label] = args.stats_dir / f"{label.split()[0]}.json"  # drafts by source
+        if label.startswith("specplug.") and label in NEURAL and args.stats_dir:  # drafts by source
+            stats_files[label] = args.stats_dir / (re.sub(r"[^a-z0-9.]+", "_", label).strip("_") + ".json")
         engines[label] = build(label, args, stats_files.get(label))
         engines[label].chat([warm_up_chat()], params, use_tqdm=False)
     passes: dict[str, list[list[dict]]] = {label: [] for label in labels}
@@ -176,6 +185,9 @@ def run_all(labels: list[str], rounds, args) -> list[dict]:
 
                 counters = read_stats(stats_files[label])["counters"]
                 by_source = {key.removeprefix("drafts."): value for key, value in counters.items() if key.startswith("drafts.")}
+                # what the head did per step: its whole pass, its first forward only, or nothing
+                by_source |= {"head " + key.removeprefix("neural_pass."): value
+                              for key, value in counters.items() if key.startswith("neural_pass.")}
             rows.append(summarize(label, workload, passes[label], by_source))
     return rows
 

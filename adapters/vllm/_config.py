@@ -42,7 +42,9 @@ SECTION = "specplug"
 #: the custom_class drafter that runs every lookup method
 DRAFTER_PATH = "specplug_adapters.vllm.SpecplugDrafter"
 #: keys of the specplug section that configure the adapter rather than the method
-ADAPTER_KEYS = frozenset({"method", "neural", "stats_file", "stats_interval"})
+ADAPTER_KEYS = frozenset({"method", "neural", "stats_file", "stats_interval", "unused_neural_pass"})
+#: what vLLM's neural drafter does on a step where no row takes its draft (the overlay's setting)
+UNUSED_NEURAL_PASSES = ("fill", "skip", "full")
 #: vLLM methods whose drafts a composing method (``specplug.hybrid``) can overlay: the model's own drafter
 NEURAL_METHODS = ("mtp", "eagle", "eagle3", "draft_model")
 
@@ -74,12 +76,14 @@ class DrafterSettings:
         neural: str | None = None,
         stats_file: str | None = None,
         stats_interval: float = 30.0,
+        unused_neural_pass: str = "fill",
     ) -> None:
         self.method = method
         self.options = options
         self.neural = neural
         self.stats_file = stats_file
         self.stats_interval = stats_interval
+        self.unused_neural_pass = unused_neural_pass
 
     def __repr__(self) -> str:
         return f"DrafterSettings(method={self.method!r}, options={self.options!r}, neural={self.neural!r})"
@@ -103,9 +107,16 @@ def read_settings(additional_config: Mapping[str, Any] | None, default_method: s
         raise InvalidOptionError(
             f"additional_config['{SECTION}']['stats_file'] = {stats_file!r} is not valid; use a path string"
         )
+    unused = section.get("unused_neural_pass", "fill")
+    if unused not in UNUSED_NEURAL_PASSES:
+        raise InvalidOptionError(
+            f"additional_config['{SECTION}']['unused_neural_pass'] = {unused!r} is not valid; use one of "
+            + ", ".join(UNUSED_NEURAL_PASSES)
+        )
     neural = section.get("neural")
     options = {key: value for key, value in section.items() if key not in ADAPTER_KEYS}
-    return DrafterSettings(method, options, neural=neural, stats_file=stats_file, stats_interval=float(interval))
+    return DrafterSettings(method, options, neural=neural, stats_file=stats_file, stats_interval=float(interval),
+                           unused_neural_pass=unused)
 
 
 def create_method(settings: DrafterSettings, engine_drafter: Proposer | None = None) -> Proposer:

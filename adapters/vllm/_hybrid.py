@@ -1,22 +1,30 @@
 """Composing methods inside vLLM: lookup drafts overlaid on the model's own neural drafts.
 
 A method that composes the engine's own drafter (it declares ``engine_drafter_option``:
-``specplug.hybrid``, or a plugin's composite) runs here. vLLM runs its MTP/EAGLE/draft-model
-drafter as usual; this overlay then lets the method decide, per request, what goes to
-verification. It runs where vLLM's drafts are complete and its bookkeeping is done: at the
-return of ``GPUModelRunner.propose_draft_token_ids`` with ``disable_padded_drafter_batch =
-true`` (the plugin sets it), when ``sampled_token_ids`` are the per-request CPU lists and
-every row's history is in ``input_batch.token_ids_cpu``. The neural drafts reach the method
-as an :class:`~specplug.engine.EngineDrafts` proposer, so it sees them as any other Proposer.
+``specplug.hybrid``, or a plugin's composite) runs here, in place of vLLM's
+``GPUModelRunner.propose_draft_token_ids`` with ``disable_padded_drafter_batch = true`` (the
+plugin sets it), where ``sampled_token_ids`` are the per-request CPU lists and every row's
+history is in ``input_batch.token_ids_cpu``. The method decides first, per request, what goes
+to verification; vLLM's MTP/EAGLE/draft-model drafter runs only when some row asks for its
+draft. It reaches the method as an :class:`~specplug.engine.EngineDrafts` proposer whose drafts
+are fetched on demand, so the method sees it as any other Proposer.
 
-vLLM has already paid for the neural pass when the overlay runs, so ``Draft.needs_neural``
-saves nothing here; the choice still raises acceptance where the lookup is better.
+The counters say what vLLM's drafter did each step: ``neural_pass.full`` (its whole pass),
+``neural_pass.fill`` or ``neural_pass.skip``. On a step where no row asks for it (every row took the lookup's draft, or none), the
+``unused_neural_pass`` setting says what vLLM's drafter does:
+
+- ``"fill"`` (default): only its first forward, at draft length 0 (vLLM's own path for a
+  dynamic K of 0): it writes its KV cache for the step's verified tokens, so later neural
+  drafts attend to every position, and computes no draft token (no LM-head projection);
+- ``"skip"``: nothing; cheapest, but the drafter's KV cache misses those positions for the rest
+  of the request (its later drafts attend to stale entries there);
+- ``"full"``: its whole pass every step before the method decides (the first overlay's way).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -44,53 +52,134 @@ class HybridOverlay(EngineDrafting):
             )
         neural_name = settings.neural or vllm_config.speculative_config.method
         self.settings = settings
+        self.unused_neural_pass = settings.unused_neural_pass
+        data_parallel = getattr(getattr(vllm_config, "parallel_config", None), "data_parallel_size", 1) or 1
+        if data_parallel > 1 and self.unused_neural_pass != "full":
+            # the drafter's forwards synchronise data-parallel ranks, whose batches (and so choices) differ
+            log.warning("specplug: data_parallel_size = %s: vLLM's drafter runs its whole pass every step "
+                        "(unused_neural_pass = 'full')", data_parallel)
+            self.unused_neural_pass = "full"
         self.engine_drafts = EngineDrafts(str(neural_name))
         super().__init__(create_method(settings, self.engine_drafts), **stats_options(settings))
         log.info("specplug %s overlay on vLLM's %s drafts, options %s", settings.method, neural_name, settings.options)
 
-    def apply(self, runner: Any, num_tokens: int, sampled_token_ids: Any, drafts: Any) -> Any:
-        """The step's drafts after the overlay, in the form vLLM gave them (tensor or lists).
+    def apply(self, runner: Any, num_tokens: int, sampled_token_ids: Any, neural_pass: Callable[[int], Any]) -> Any:
+        """The step's drafts: the method's choice, with vLLM's drafter run as the setting says.
 
-        ``sampled_token_ids`` are CPU lists when vLLM drafted after its bookkeeping, or the
-        padded ``[batch, K + 1]`` tensor (-1 for rejected positions) when it drafted before it
-        (draft models); the row histories then do not hold this step's tokens yet.
+        ``neural_pass(k)`` runs vLLM's own drafting at draft length ``k`` and returns its drafts
+        (a ``[batch, k]`` tensor or lists). ``sampled_token_ids`` are CPU lists when vLLM drafts
+        after its bookkeeping, or the padded ``[batch, K + 1]`` tensor (-1 for rejected
+        positions) when it drafts before it (draft models); the row histories then do not hold
+        this step's tokens yet.
         """
+        if self.unused_neural_pass == "full":
+            self.counters["neural_pass.full"] += 1
+            return self._overlay(runner, num_tokens, sampled_token_ids, neural_pass(num_tokens))
+        neural = _NeuralPass(neural_pass, num_tokens)
+        faults = self.guard.counters["faults"]
+        try:
+            new_tokens, lengths = self._new_tokens(runner, sampled_token_ids)
+            chosen: list[list[int]] | None = self._choose(runner, num_tokens, new_tokens, lengths, neural)
+        except Exception as error:  # noqa: BLE001 - the overlay must never take the engine down
+            self.guard.record_fault("the hybrid overlay", error, "vLLM's own drafts are used this step")
+            chosen = None
+        neural.raise_engine_error()  # vLLM's own drafter failed: as it would without the plugin
+        if neural.drafts is not None:  # some row asked: vLLM's drafts are there, as in the full overlay
+            self.counters["neural_pass.full"] += 1
+            if chosen is None:
+                return neural.drafts
+            engine_rows = _padded_rows(neural.rows, len(chosen))
+            return _like(neural.drafts, [tokens or row for tokens, row in zip(chosen, engine_rows)], engine_rows)
+        if chosen is None or self.guard.counters["faults"] > faults:
+            drafts = neural.run()  # the method faulted before asking: vLLM's own drafts go out
+            neural.raise_engine_error()
+            self.counters["neural_pass.full"] += 1
+            return drafts
+        self.counters[f"neural_pass.{self.unused_neural_pass}"] += 1
+        if self.unused_neural_pass == "fill":
+            neural_pass(0)  # the drafter's KV cache follows the request; no draft token computed
+        return chosen  # lists: vLLM takes a draft of any length per request
+
+    def _overlay(self, runner: Any, num_tokens: int, sampled_token_ids: Any, drafts: Any) -> Any:
+        """The full overlay: vLLM's drafter has run; the method chooses per row between its draft and the lookup's."""
         engine_rows = _rows(drafts)
         try:
-            batch = runner.input_batch
-            if isinstance(sampled_token_ids, list):
-                new_tokens, lengths = sampled_token_ids, batch.num_tokens_no_spec
-            else:
-                new_tokens, lengths = _padded_new_tokens(runner, sampled_token_ids)
-            chosen = self._choose(runner, num_tokens, new_tokens, lengths, engine_rows)
-            return _like(drafts, chosen, engine_rows)
+            new_tokens, lengths = self._new_tokens(runner, sampled_token_ids)
+            self.engine_drafts.max_draft_tokens = max(1, num_tokens)
+            offered = _padded_rows(engine_rows, len(new_tokens))
+            chosen = self._run_method(runner, num_tokens, new_tokens, lengths,
+                                      lambda rows: self.engine_drafts.offer_rows(rows, offered))
+            # an empty choice (a row that cannot draft, or a fault) costs only specplug's choice:
+            # vLLM's own draft still goes out
+            return _like(drafts, [tokens or row for tokens, row in zip(chosen, offered)], engine_rows)
         except Exception as error:  # noqa: BLE001 - the overlay must never take the engine down
             self.guard.record_fault("the hybrid overlay", error, "vLLM's own drafts are used this step")
             return drafts
 
+    @staticmethod
+    def _new_tokens(runner: Any, sampled_token_ids: Any) -> tuple[Sequence[Sequence[int]], np.ndarray]:
+        if isinstance(sampled_token_ids, list):
+            return sampled_token_ids, runner.input_batch.num_tokens_no_spec
+        return _padded_new_tokens(runner, sampled_token_ids)
+
     def _choose(
-        self,
-        runner: Any,
-        num_tokens: int,
-        sampled: Sequence[Sequence[int]],
-        lengths: np.ndarray,
-        neural: list[list[int]],
+        self, runner: Any, num_tokens: int, sampled: Sequence[Sequence[int]], lengths: np.ndarray, neural: _NeuralPass
     ) -> list[list[int]]:
+        """The method's drafts; vLLM's drafter runs (once, for the whole batch) if a row asks for its draft."""
+        self.engine_drafts.max_draft_tokens = max(1, num_tokens)
+
+        def fetch_on_demand(rows: list[Any]) -> None:
+            def fetch() -> None:
+                self.engine_drafts.offer_rows(rows, _padded_rows(neural.rows_now(), len(rows)))
+
+            self.engine_drafts.on_demand(fetch)
+
+        return self._run_method(runner, num_tokens, sampled, lengths, fetch_on_demand)
+
+    def _run_method(
+        self, runner: Any, num_tokens: int, sampled: Sequence[Sequence[int]], lengths: np.ndarray,
+        before_drafting: Callable[[list[Any]], None],
+    ) -> list[list[int]]:
+        """One call to the method for the whole step: starts, stops, new tokens and choices."""
         batch = runner.input_batch
-        limit = max(1, num_tokens)
-        self.engine_drafts.max_draft_tokens = limit  # vLLM's K this step, which a composite weighs the neural part by
+        limit = max(1, num_tokens)  # vLLM's K this step, which a composite weighs the neural part by
         request_ids = list(batch.req_ids[: len(sampled)])
-        engine_rows = [neural[row] if row < len(neural) else [] for row in range(len(sampled))]
-        # one call to the method for the whole step: starts, stops, new tokens and choices; vLLM's
-        # own drafts are offered once the rows' request ids are known, before the method drafts
-        chosen = self.step_token_lists(
+        return self.step_token_lists(
             sampled, lengths, batch.token_ids_cpu, np.full(len(sampled), limit, dtype=np.int64), request_ids,
-            getattr(runner, "requests", None),
-            before_drafting=lambda rows: self.engine_drafts.offer_rows(rows, engine_rows),
+            getattr(runner, "requests", None), before_drafting=before_drafting,
         )
-        # an empty choice (a row that cannot draft, or a fault) costs only specplug's choice:
-        # vLLM's own draft still goes out
-        return [tokens or engine_row for tokens, engine_row in zip(chosen, engine_rows)]
+
+
+class _NeuralPass:
+    """vLLM's drafting of one step, run at most once: its drafts, or the error it raised."""
+
+    def __init__(self, run: Callable[[int], Any], num_tokens: int) -> None:
+        self._run, self._num_tokens = run, num_tokens
+        self.drafts: Any = None
+        self.rows: list[list[int]] = []
+        self._error: BaseException | None = None
+
+    def run(self) -> Any:
+        if self.drafts is None and self._error is None:
+            try:
+                self.drafts = self._run(self._num_tokens)
+                self.rows = _rows(self.drafts)
+            except Exception as error:  # noqa: BLE001 - re-raised outside the method's guard
+                self._error = error
+        return self.drafts
+
+    def rows_now(self) -> list[list[int]]:
+        """Per row, vLLM's draft (running the drafter first); none when it failed (re-raised later)."""
+        self.run()
+        return self.rows
+
+    def raise_engine_error(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+
+def _padded_rows(rows: list[list[int]], count: int) -> list[list[int]]:
+    return [rows[row] if row < len(rows) else [] for row in range(count)]
 
 
 def _padded_new_tokens(runner: Any, sampled: Any) -> tuple[list[list[int]], np.ndarray]:

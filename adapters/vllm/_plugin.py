@@ -12,8 +12,8 @@ options, errors            (rewrites the dict before vLLM validates it)
 CLI: ``--spec-method``     ``EngineArgs.add_cli_args``                     at register
 choices                    (adds ``specplug.*`` to the parsed choices)
 overlay of methods that    ``GPUModelRunner.propose_draft_token_ids``      when the runner module
-compose the model's        (CPU runner inherits it)                        is first imported
-drafter (hybrid)
+compose the model's        (CPU runner inherits it; the method decides     is first imported
+drafter (hybrid)           first, vLLM's drafter runs when a row needs it)
 =========================  ==============================================  ======================
 
 Lookup methods need nothing else: they run as vLLM's own ``custom_class`` drafter. The
@@ -24,6 +24,7 @@ plugin writes no state onto vLLM objects; the overlay keeps its per-runner state
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import logging
@@ -172,16 +173,30 @@ def _install_hybrid(module: Any) -> None:
     @functools.wraps(original)
     def propose_draft_token_ids(self: Any, scheduler_output: Any, sampled_token_ids: Any, *args: Any,
                                 **kwargs: Any) -> Any:
-        drafts = original(self, scheduler_output, sampled_token_ids, *args, **kwargs)
         overlay = _overlay_for(self)
         if overlay is None:
-            return drafts
-        num_tokens = getattr(scheduler_output, "num_spec_tokens_to_schedule", 0) or self.num_spec_tokens
-        return overlay.apply(self, int(num_tokens), sampled_token_ids, drafts)
+            return original(self, scheduler_output, sampled_token_ids, *args, **kwargs)
+        num_tokens = int(getattr(scheduler_output, "num_spec_tokens_to_schedule", 0) or self.num_spec_tokens)
+
+        def neural_pass(tokens: int) -> Any:
+            """vLLM's own drafting of this step at draft length ``tokens`` (0: its first forward only)."""
+            output = scheduler_output if tokens == num_tokens else _with_draft_length(scheduler_output, tokens)
+            return original(self, output, sampled_token_ids, *args, **kwargs)
+
+        # the method decides first; vLLM's drafter runs when a row asks for its draft
+        return overlay.apply(self, num_tokens, sampled_token_ids, neural_pass)
 
     setattr(propose_draft_token_ids, _MARK, True)
     runner_class.propose_draft_token_ids = propose_draft_token_ids
     mark_installed("hybrid")
+
+
+def _with_draft_length(scheduler_output: Any, tokens: int) -> Any:
+    """A shallow copy of the step's scheduler output asking vLLM's drafter for ``tokens`` draft
+    tokens (vLLM's own dynamic-K field; the original, which the runner keeps, is untouched)."""
+    output = copy.copy(scheduler_output)
+    output.num_spec_tokens_to_schedule = tokens
+    return output
 
 
 def _overlay_for(runner: Any) -> Any:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -20,6 +20,11 @@ class EngineDrafts(Proposer):
     inferred by the base class from the tokens that ``extend`` brings, as for every proposer.
     The adapter sets ``max_draft_tokens`` to the engine's draft length of the step.
 
+    An engine whose drafter is costly can instead let the composite decide first: with
+    :meth:`on_demand` the drafts of the step come from a callable that runs the drafter and
+    offers them, called only when the composite asks this part for a draft; a step that asks
+    no row never runs it (:attr:`fetched` says whether it ran).
+
     >>> drafts = EngineDrafts("mtp")
     >>> drafts.start("r", [1, 2])
     >>> drafts.offer("r", [7, 8, 9])
@@ -36,6 +41,24 @@ class EngineDrafts(Proposer):
         self.name = name
         self.max_draft_tokens: int | None = None
         self._offered: dict[RequestId, tuple[int, ...]] = {}
+        self._fetch: Callable[[], None] | None = None
+        #: whether this step's on-demand drafts were fetched (the engine's drafter ran)
+        self.fetched = False
+
+    def on_demand(self, fetch: Callable[[], None]) -> None:
+        """This step's drafts come from ``fetch`` (which offers them), called at the first draft asked.
+
+        Earlier offers are dropped: a row that was not asked at an earlier step must not get
+        that step's draft now.
+
+        >>> drafts = EngineDrafts("eagle")
+        >>> drafts.start("r", [1, 2])
+        >>> drafts.on_demand(lambda: drafts.offer("r", [7, 8]))
+        >>> drafts.fetched, drafts.propose("r", 2).tokens, drafts.fetched
+        (False, (7, 8), True)
+        """
+        self._offered.clear()
+        self._fetch, self.fetched = fetch, False
 
     def offer(self, request_id: RequestId, tokens: Sequence[int]) -> None:
         """The engine's draft for ``request_id`` at this step."""
@@ -60,6 +83,9 @@ class EngineDrafts(Proposer):
         pass
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
+        if self._fetch is not None:  # the first row asked this step: run the engine's drafter once
+            fetch, self._fetch, self.fetched = self._fetch, None, True
+            fetch()
         return Draft(self._offered.pop(request_id, ())[:max_tokens], self.name)
 
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:

@@ -95,7 +95,7 @@ def test_the_overlay_runs_the_relay_on_vllms_drafts_with_the_batch_size(relay_di
     overlay = HybridOverlay(overlay_config({"method": "relay", "backup": "ngram"}))
     sampled = [batch.append(0, [1]), batch.append(1, [9])]
     # row a: vLLM drafted, the relay keeps it; row b: vLLM drafted nothing, the relay's backup drafts
-    assert overlay.apply(runner, 3, sampled, [[50, 51, 52], []]) == [[50, 51, 52], [8, 7, 9]]
+    assert overlay.apply(runner, 3, sampled, lambda k: [[50, 51, 52][:k], []]) == [[50, 51, 52], [8, 7, 9]]
     relay = overlay.guard.proposer
     assert relay.head is overlay.engine_drafts and relay.batch_sizes_seen == [2]
     assert overlay.engine_drafts.max_draft_tokens == 3
@@ -107,7 +107,7 @@ def test_the_overlay_runs_the_hybrid_on_lists_with_the_batch_size():
     batch, runner = two_rows()
     overlay = HybridOverlay(overlay_config({"method": "hybrid", "lookup": "ngram", "margin": 100.0}))
     sampled = [batch.append(0, [1]), batch.append(1, [9])]
-    assert overlay.apply(runner, 3, sampled, [[50, 51, 52], [60, 61, 62]]) == [[2, 3, 4], [8, 7, 9]]
+    assert overlay.apply(runner, 3, sampled, lambda k: [[50, 51, 52][:k], [60, 61, 62][:k]]) == [[2, 3, 4], [8, 7, 9]]
     assert overlay.guard.proposer.batch_size == 2 and overlay.counters["faults"] == 0
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import specplug
-from specplug import Draft, GuardedProposer, Proposer
+from specplug import Draft, GuardedProposer, InvalidOptionError, Proposer
 from specplug.engine import BatchSync, StatsReporter
 from specplug_adapters.vllm import SpecplugDrafter, read_stats
 from specplug_adapters.vllm._hybrid import EngineDrafts, HybridOverlay, _like
@@ -266,6 +266,19 @@ def test_adaptive_gets_the_batch_size():
     assert drafter.guard.proposer.batch_size == 2
 
 
+class EnginePass:
+    """vLLM's drafting of a step as the plugin hands it to the overlay: records each draft length asked."""
+
+    def __init__(self, drafts) -> None:
+        self.drafts, self.asked = drafts, []
+
+    def __call__(self, tokens: int):
+        self.asked.append(tokens)
+        if isinstance(self.drafts, list):
+            return [row[:tokens] for row in self.drafts]
+        return self.drafts[:, :tokens]
+
+
 def test_engine_drafts_and_overlay_on_lists_and_padded_tensors():
     torch = pytest.importorskip("torch") if "torch" not in sys.modules else sys.modules["torch"]
     batch = Batch()
@@ -273,19 +286,20 @@ def test_engine_drafts_and_overlay_on_lists_and_padded_tensors():
     batch.add("b", [9, 8, 7] * 6)
     runner = Runner(input_batch=batch, requests={"a", "b"}, discard_request_mask=None)
     config = SimpleNamespace(
-        additional_config={"specplug": {"method": "hybrid", "neural": "mtp", "lookup": "ngram", "margin": 100.0}},
+        additional_config={"specplug": {"method": "hybrid", "neural": "mtp", "lookup": "ngram", "margin": 100.0,
+                                        "unused_neural_pass": "full"}},
         speculative_config=SimpleNamespace(method="mtp"),
     )
-    overlay = HybridOverlay(config)
+    overlay = HybridOverlay(config)  # "full": vLLM's drafter runs every step, the first overlay's way
     # after bookkeeping (lists): the lookup wins where it drafts (margin 100)
     batch.append(0, [1])
     batch.append(1, [9])
-    out = overlay.apply(runner, 3, [[1], [9]], [[50, 51, 52], [60, 61, 62]])
+    out = overlay.apply(runner, 3, [[1], [9]], EnginePass([[50, 51, 52], [60, 61, 62]]))
     assert out == [[2, 3, 4], [8, 7, 9]]
     # before bookkeeping (draft models): the padded [batch, K + 1] tensor, -1 for rejected
     sampled = torch.tensor([[2, 3, 4, 1], [8, -1, -1, -1]])
     neural = torch.tensor([[70, 71, 72], [80, 81, 82]])
-    out = overlay.apply(runner, 3, sampled, neural)
+    out = overlay.apply(runner, 3, sampled, EnginePass(neural))
     assert isinstance(out, torch.Tensor) and out.shape == neural.shape
     assert out[0].tolist() == [2, 3, 4]  # after 1 2 3 4 1: the lookup's 2 3 4
     assert overlay.counters["faults"] == 0 and overlay.stats.steps == 2
@@ -312,12 +326,12 @@ def test_overlay_faults_fall_back_to_the_engine_drafts():
     overlay = HybridOverlay(config)
     overlay.guard.proposer = None  # every call raises
     batch.append(0, [4])
-    assert overlay.apply(runner, 2, [[4]], [[5, 6]]) == [[5, 6]]
+    assert overlay.apply(runner, 2, [[4]], EnginePass([[5, 6]])) == [[5, 6]]
     assert overlay.counters["faults"] >= 1
     faults = overlay.counters["faults"]
     overlay.batch = None  # the overlay's own code breaks: vLLM's drafts go out, counted as a fault
     batch.append(0, [5])
-    assert overlay.apply(runner, 2, [[5]], [[6, 7]]) == [[6, 7]]
+    assert overlay.apply(runner, 2, [[5]], EnginePass([[6, 7]])) == [[6, 7]]
     assert overlay.counters["faults"] == faults + 1
 
 
@@ -344,3 +358,72 @@ def test_stats_file_is_json_and_written_atomically(tmp_path):
     files = list(tmp_path.iterdir())
     assert len(files) == 1 and not files[0].name.endswith(".tmp")
     assert json.loads(files[0].read_text())["counters"] == {"drafts.ngram": 3}
+
+
+def two_row_overlay(**section) -> tuple[Batch, Runner, HybridOverlay]:
+    batch = Batch()
+    batch.add("a", [1, 2, 3, 4] * 6)
+    batch.add("b", [9, 8, 7] * 6)
+    runner = Runner(input_batch=batch, requests={"a", "b"}, discard_request_mask=None)
+    config = SimpleNamespace(additional_config={"specplug": {"method": "hybrid", "neural": "eagle", "lookup": "ngram",
+                                                             **section}},
+                             speculative_config=SimpleNamespace(method="eagle"))
+    batch.append(0, [1])
+    batch.append(1, [9])
+    return batch, runner, HybridOverlay(config)
+
+
+@pytest.mark.parametrize(("setting", "asked"), [(None, [0]), ("fill", [0]), ("skip", []), ("full", [3])])
+def test_a_step_where_every_row_takes_the_lookup_runs_no_neural_draft(setting, asked):
+    # margin 100: the lookup wins wherever it drafts, and both rows have a lookup draft
+    section = {"margin": 100.0} if setting is None else {"margin": 100.0, "unused_neural_pass": setting}
+    _, runner, overlay = two_row_overlay(**section)
+    engine = EnginePass([[50, 51, 52], [60, 61, 62]])
+    assert overlay.apply(runner, 3, [[1], [9]], engine) == [[2, 3, 4], [8, 7, 9]]
+    # fill: only the drafter's first forward (draft length 0, its KV cache stays filled); skip: nothing
+    assert engine.asked == asked
+    passes = {key: count for key, count in overlay.counters.items() if key.startswith("neural_pass.")}
+    assert passes == {f"neural_pass.{setting or 'fill'}": 1}
+    assert overlay.counters["drafts.ngram"] == 2 and overlay.counters["faults"] == 0
+
+
+@pytest.mark.parametrize("setting", ["fill", "skip"])
+def test_a_row_that_takes_the_neural_draft_runs_the_drafter_once_for_the_batch(setting):
+    _, runner, overlay = two_row_overlay(margin=-100.0, unused_neural_pass=setting)  # the neural part wins
+    engine = EnginePass([[50, 51, 52], [60, 61, 62]])
+    assert overlay.apply(runner, 3, [[1], [9]], engine) == [[50, 51, 52], [60, 61, 62]]
+    assert engine.asked == [3] and overlay.counters["neural_pass.full"] == 1
+    assert overlay.counters[f"neural_pass.{setting}"] == 0
+    assert overlay.counters["drafts.eagle"] == 2
+
+
+def test_vllms_own_drafter_error_is_raised_not_taken_for_a_method_fault():
+    _, runner, overlay = two_row_overlay(margin=-100.0)
+
+    def failing(tokens: int):
+        raise RuntimeError("drafter out of memory")
+
+    with pytest.raises(RuntimeError, match="drafter out of memory"):
+        overlay.apply(runner, 3, [[1], [9]], failing)
+    assert overlay.counters["faults"] == 0
+
+
+def test_a_bad_unused_neural_pass_names_the_value_and_the_valid_ones():
+    with pytest.raises(InvalidOptionError, match=r"unused_neural_pass'\] = 'never' is not valid; use one of fill, skip, full"):
+        two_row_overlay(unused_neural_pass="never")
+
+
+def test_data_parallel_ranks_keep_the_full_pass():
+    # the drafter's forwards synchronise data-parallel ranks, whose batches (so choices) differ
+    config = SimpleNamespace(additional_config={"specplug": {"method": "hybrid", "neural": "eagle"}},
+                             speculative_config=SimpleNamespace(method="eagle"),
+                             parallel_config=SimpleNamespace(data_parallel_size=2))
+    assert HybridOverlay(config).unused_neural_pass == "full"
+
+
+def test_a_method_fault_before_the_choice_sends_vllms_own_drafts():
+    _, runner, overlay = two_row_overlay(margin=100.0)
+    overlay.guard.proposer = None  # every call raises inside the guard: no row asked for the neural draft
+    engine = EnginePass([[50, 51, 52], [60, 61, 62]])
+    assert overlay.apply(runner, 3, [[1], [9]], engine) == [[50, 51, 52], [60, 61, 62]]
+    assert engine.asked == [3] and overlay.counters["faults"] >= 1

@@ -4,6 +4,8 @@
   models/smollm2-135m-instruct-eagle, installed by scripts/setup_vllm.sh): vLLM's real
   ``EagleProposer``, drafting after bookkeeping (``disable_padded_drafter_batch``), the path MTP
   and EAGLE models take on GPUs, with drafts that are accepted on their own (plain ``eagle``).
+  The method decides before vLLM's drafter runs: on steps where every row takes the lookup's
+  draft the head runs its first forward only (``unused_neural_pass = "fill"``).
 - ``specplug.adaptive`` over the same head: the head is one more of its candidates.
 - a draft model (SmolLM2 drafting for itself), which vLLM runs on the padded batch before
   bookkeeping, drafts as a tensor.
@@ -52,6 +54,10 @@ def test_hybrid_over_trained_eagle(plain, chats, stats_path):
     assert sources.get("eagle", 0) > 0 and sources.get("suffix", 0) > 0, sources
     assert stats["counters"].get("faults", 0) == 0
     assert acceptance(run.metrics) > 0.2, run.metrics
+    # the hybrid decided first: vLLM's head ran its draft only on steps where a row took it, and
+    # only its first forward (KV cache kept filled, draft length 0) on the others
+    passes = {key: value for key, value in stats["counters"].items() if key.startswith("neural_pass.")}
+    assert passes.get("neural_pass.full", 0) > 0 and passes.get("neural_pass.fill", 0) > 0, passes
 
 
 def test_adaptive_chooses_among_the_trained_eagle_head_and_a_lookup(plain, chats, stats_path):
