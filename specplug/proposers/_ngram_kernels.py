@@ -210,20 +210,6 @@ def ngram_step_batch(arrays, lengths, slots, new_tokens, offsets, limits, min_n,
     return stuck
 
 
-@njit(cache=True)
-def ngram_step_batch_plain(arrays, lengths, slots, new_tokens, offsets, limits, min_n, min_hits, max_tokens,
-                           drafts, draft_lengths, out, out_lengths, accepted, blocked):
-    """:func:`ngram_step_batch` without the prefetch (to measure it against)."""
-    stuck = 0
-    for row in range(len(slots)):
-        begin = offsets[row]
-        if not _step_row(arrays, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
-                         min_n, min_hits, max_tokens, drafts, draft_lengths, row, out, out_lengths, accepted):
-            blocked[row] = True
-            stuck += 1
-    return stuck
-
-
 @njit(cache=True, parallel=True)
 def ngram_step_batch_parallel(arrays, lengths, slots, new_tokens, offsets, limits, min_n, min_hits, max_tokens,
                               drafts, draft_lengths, out, out_lengths, accepted, blocked):
