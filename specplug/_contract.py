@@ -520,6 +520,10 @@ class Proposer(abc.ABC):
     max_draft_tokens: int | None = None
     #: whether :meth:`set_batch_size` changes what it drafts (the engine layer calls it either way)
     takes_batch_size: ClassVar[bool] = False
+    #: whether asking for fewer tokens saves work (a draft model evaluates one token per drafted
+    #: token); an engine's MTP/EAGLE head drafts its full length anyway, so asking it for all of
+    #: it is free: a composite's ``neural_probe`` default follows this
+    shorter_drafts_save: ClassVar[bool] = False
     #: whether :meth:`propose_alternatives` can give more than one branch (an engine that verifies
     #: draft trees asks only such proposers; the others' single draft comes through the batch path)
     proposes_alternatives: ClassVar[bool] = False

@@ -220,3 +220,40 @@ def test_positions_past_a_cut_are_scored_on_what_later_steps_verify():
     late = drafts[len(drafts) // 2 : -3]  # (the last steps have only short drafts left)
     assert all(d.source == "look" and len(d.tokens) == 8 and accepted == 8 for d, accepted in late)
     assert neural.calls == 0
+
+
+class _Asked(Oracle):
+    """An Oracle recording the draft length it is asked for at each call."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.asked: list[int] = []
+
+    def _propose(self, rid, max_tokens):
+        self.asked.append(max_tokens)
+        return super()._propose(rid, max_tokens)
+
+
+class _DraftModel(_Asked):
+    shorter_drafts_save = True  # one forward per drafted token, as llama.cpp's draft model
+
+
+@pytest.mark.parametrize("method", ["hybrid", "adaptive"])
+def test_a_part_that_pays_per_drafted_token_is_asked_only_for_what_pays(method):
+    # At batch 64 a neural draft accepted at 0.7 a token pays only cut short. A head that drafts
+    # its full length anyway is asked for all of it (the probe scores the tokens past the cut);
+    # a draft model, which pays per token, only for the cut, unless neural_probe says otherwise.
+    output = list(range(100, 1100))
+
+    def late_asks(part_class, **options):
+        neural = part_class({"r": output}, geometric(0.7), pad=True)
+        lookup = Oracle({"r": output}, lambda pos: 0, name="look", kind="lookup")
+        parts = {"neural": neural, "lookup": lookup} if method == "hybrid" else {"neural": neural, "candidates": [lookup]}
+        composite = specplug.create(method, **parts, cost="llama-3.1-8b-h100", batch_size=64, **options)
+        drive(composite, "r", PROMPT, output[:200], 8)
+        assert neural.asked, "the neural part was never called"
+        return neural.asked[len(neural.asked) // 2 :]
+
+    assert set(late_asks(_Asked)) == {8}
+    assert max(late_asks(_DraftModel)) < 8
+    assert set(late_asks(_DraftModel, neural_probe=True)) == {8}

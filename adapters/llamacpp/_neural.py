@@ -23,6 +23,9 @@ class LlamaModelProposer(Proposer):
     """Greedy drafts from a small ``Llama`` model of the target's vocabulary."""
 
     name = "llama-draft-model"
+    draft_kind = "neural"
+    #: it evaluates one token per drafted token: a composite asks it only for the length that pays
+    shorter_drafts_save = True
 
     def __init__(self, llama: Llama, *, max_tokens: int = 4) -> None:
         super().__init__()

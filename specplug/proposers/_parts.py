@@ -17,7 +17,8 @@ from specplug._errors import InvalidOptionError
 from specplug.proposers._choice import chained_estimate
 
 __all__ = [
-    "BANDS", "SCORE_BANDS", "PositionStats", "checked_batch_size", "estimate", "optimism", "resolved", "score_band", "score_bands",
+    "BANDS", "SCORE_BANDS", "PositionStats", "checked_batch_size", "estimate", "optimism", "probes", "resolved", "score_band",
+    "score_bands",
 ]  # fmt: skip
 
 
@@ -40,6 +41,14 @@ SCORE_BANDS = 6
 _BANDS_PER_DOUBLING = 1.5
 #: each score band twice: drafts as long as asked for, and drafts the lookup ended sooner itself
 BANDS = 2 * SCORE_BANDS
+
+
+def probes(neural_probe: bool | None, neural_parts: list[Any]) -> bool:
+    """Whether a composite asks its neural parts for their whole draft: ``neural_probe`` as given,
+    or by default unless a part declares that shorter drafts save it work (a draft model)."""
+    if neural_probe is not None:
+        return neural_probe
+    return not any(getattr(part, "shorter_drafts_save", False) for part in neural_parts)
 
 
 def score_bands(scores: np.ndarray, lengths: np.ndarray, asked: np.ndarray) -> np.ndarray:

@@ -37,7 +37,7 @@ from specplug._cost._linear import CostModel
 from specplug._cost._steps import checked_step_times
 from specplug.proposers._composite import Choosing, CompositeProposer
 from specplug.proposers._options import MethodOptions
-from specplug.proposers._parts import resolved
+from specplug.proposers._parts import probes, resolved
 
 __all__ = ["AdaptiveOptions", "AdaptiveProposer"]
 
@@ -58,9 +58,9 @@ class AdaptiveOptions(MethodOptions):
     explore: float = Field(
         0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for rarely observed positions (UCB bonus scale), so a candidate judged early is retried"
     )
-    neural_probe: bool = Field(
-        True,
-        description="ask a neural drafter for its whole draft and score the tokens past the verified cut too (free for a head that drafts its full length anyway; a draft model pays per token: False)",
+    neural_probe: bool | None = Field(
+        None,
+        description="ask a neural drafter for its whole draft and score the tokens past the verified cut too (None: yes, unless a neural part declares shorter_drafts_save, as a draft model does: it pays per drafted token)",
     )
     lookup_prior_weight: float = Field(
         1.0, gt=0, le=1e6, allow_inf_nan=False,
@@ -129,7 +129,7 @@ class AdaptiveProposer(CompositeProposer):
             explore=options.explore,
             batch_size=options.batch_size,
             half_life=options.half_life,
-            probe=options.neural_probe,
+            probe=probes(options.neural_probe, [part for part in self.candidates if part.draft_kind == "neural"]),
             lookup_prior_weight=options.lookup_prior_weight,
         )
         if "neural" in self.kinds:

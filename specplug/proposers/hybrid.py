@@ -47,7 +47,7 @@ from specplug._cost._linear import CostModel
 from specplug._cost._steps import checked_step_times
 from specplug.proposers._composite import Choosing, CompositeProposer
 from specplug.proposers._options import MethodOptions
-from specplug.proposers._parts import resolved
+from specplug.proposers._parts import probes, resolved
 
 __all__ = ["HybridOptions", "HybridProposer"]
 
@@ -61,9 +61,9 @@ class HybridOptions(MethodOptions):
     prior: float = Field(0.6, gt=0, lt=1, allow_inf_nan=False, description="acceptance per draft position before any is observed")
     prior_weight: float = Field(4.0, gt=0, le=1e6, allow_inf_nan=False, description="observations the pooled estimate is worth for a new request")
     explore: float = Field(0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for the neural drafter's rarely observed positions (UCB scale)")
-    neural_probe: bool = Field(
-        True,
-        description="ask a neural drafter for its whole draft and score the tokens past the verified cut too (free for a head that drafts its full length anyway; a draft model pays per token: False)",
+    neural_probe: bool | None = Field(
+        None,
+        description="ask a neural drafter for its whole draft and score the tokens past the verified cut too (None: yes, unless a neural part declares shorter_drafts_save, as a draft model does: it pays per drafted token)",
     )
     lookup_prior_weight: float = Field(
         1.0, gt=0, le=1e6, allow_inf_nan=False,
@@ -146,7 +146,7 @@ class HybridProposer(CompositeProposer):
             explore=options.explore,
             batch_size=options.batch_size,
             half_life=options.half_life,
-            probe=options.neural_probe,
+            probe=probes(options.neural_probe, [self.neural]),
             lookup_prior_weight=options.lookup_prior_weight,
         )
 

@@ -118,6 +118,8 @@ def test_hybrid_with_a_second_llama_as_the_neural_part(smollm2, prompt_ids, plai
     draft_llm = Llama(str(smollm2), n_ctx=N_CTX, n_threads=1, n_threads_batch=1, verbose=False)
     neural = LlamaModelProposer(draft_llm, max_tokens=4)
     hybrid = specplug.create("hybrid", neural=neural, lookup=specplug.create("suffix", global_cache=False))
+    # a draft model pays per drafted token: a composite asks it only for the length that pays
+    assert neural.draft_kind == "neural" and neural.shorter_drafts_save and not hybrid.probe
     drafter = SpecplugDraftModel(hybrid, max_tokens=8)
     tokens = _generate(_llama(smollm2, drafter), prompt_ids)
     sources = {key for key in drafter.guard.counters if key.startswith("drafts.")}
