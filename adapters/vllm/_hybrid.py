@@ -105,7 +105,6 @@ class HybridOverlay(EngineDrafting):
         engine_rows = _rows(drafts)
         try:
             new_tokens, lengths = self._new_tokens(runner, sampled_token_ids)
-            self.engine_drafts.max_draft_tokens = max(1, num_tokens)
             offered = _padded_rows(engine_rows, len(new_tokens))
             chosen = self._run_method(runner, num_tokens, new_tokens, lengths,
                                       lambda rows: self.engine_drafts.offer_rows(rows, offered))
@@ -126,8 +125,6 @@ class HybridOverlay(EngineDrafting):
         self, runner: Any, num_tokens: int, sampled: Sequence[Sequence[int]], lengths: np.ndarray, neural: _NeuralPass
     ) -> list[list[int]]:
         """The method's drafts; vLLM's drafter runs (once, for the whole batch) if a row asks for its draft."""
-        self.engine_drafts.max_draft_tokens = max(1, num_tokens)
-
         def fetch_on_demand(rows: list[Any]) -> None:
             def fetch() -> None:
                 self.engine_drafts.offer_rows(rows, _padded_rows(neural.rows_now(), len(rows)))
@@ -143,6 +140,7 @@ class HybridOverlay(EngineDrafting):
         """One call to the method for the whole step: starts, stops, new tokens and choices."""
         batch = runner.input_batch
         limit = max(1, num_tokens)  # vLLM's K this step, which a composite weighs the neural part by
+        self.engine_drafts.max_draft_tokens = limit
         request_ids = list(batch.req_ids[: len(sampled)])
         return self.step_token_lists(
             sampled, lengths, batch.token_ids_cpu, np.full(len(sampled), limit, dtype=np.int64), request_ids,

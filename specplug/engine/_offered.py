@@ -23,7 +23,7 @@ class EngineDrafts(Proposer):
     An engine whose drafter is costly can instead let the composite decide first: with
     :meth:`on_demand` the drafts of the step come from a callable that runs the drafter and
     offers them, called only when the composite asks this part for a draft; a step that asks
-    no row never runs it (:attr:`fetched` says whether it ran).
+    no row never runs it.
 
     >>> drafts = EngineDrafts("mtp")
     >>> drafts.start("r", [1, 2])
@@ -42,8 +42,6 @@ class EngineDrafts(Proposer):
         self.max_draft_tokens: int | None = None
         self._offered: dict[RequestId, tuple[int, ...]] = {}
         self._fetch: Callable[[], None] | None = None
-        #: whether this step's on-demand drafts were fetched (the engine's drafter ran)
-        self.fetched = False
 
     def on_demand(self, fetch: Callable[[], None]) -> None:
         """This step's drafts come from ``fetch`` (which offers them), called at the first draft asked.
@@ -53,12 +51,13 @@ class EngineDrafts(Proposer):
 
         >>> drafts = EngineDrafts("eagle")
         >>> drafts.start("r", [1, 2])
-        >>> drafts.on_demand(lambda: drafts.offer("r", [7, 8]))
-        >>> drafts.fetched, drafts.propose("r", 2).tokens, drafts.fetched
-        (False, (7, 8), True)
+        >>> runs = []
+        >>> drafts.on_demand(lambda: runs.append(drafts.offer("r", [7, 8])))
+        >>> len(runs), drafts.propose("r", 2).tokens, len(runs)
+        (0, (7, 8), 1)
         """
         self._offered.clear()
-        self._fetch, self.fetched = fetch, False
+        self._fetch = fetch
 
     def offer(self, request_id: RequestId, tokens: Sequence[int]) -> None:
         """The engine's draft for ``request_id`` at this step."""
@@ -84,7 +83,7 @@ class EngineDrafts(Proposer):
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         if self._fetch is not None:  # the first row asked this step: run the engine's drafter once
-            fetch, self._fetch, self.fetched = self._fetch, None, True
+            fetch, self._fetch = self._fetch, None
             fetch()
         return Draft(self._offered.pop(request_id, ())[:max_tokens], self.name)
 
