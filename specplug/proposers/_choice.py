@@ -33,11 +33,8 @@ KIND_PLAIN, KIND_LOOKUP, KIND_NEURAL, KIND_LOOKUP_NEURAL = range(4)
 #: ``choice`` of a row: no draft asked for, or plain decoding; else a lookup's index, or
 #: ``lookups + index`` of a neural part
 NOT_DRAFTED, EMPTY = -2, -1
-#: standard deviations of the realised tokens that the selection correction gives the lookup's drafts
-SELECTION_Z = 1.0
 
-# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight, selection_prior,
-# lookup_doubt
+# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight
 # flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup
 
 
@@ -121,44 +118,14 @@ def _hopeful(
 def score_row(
     slot: int, new_tokens: np.ndarray, lengths: np.ndarray, own_drafted: np.ndarray, own_accepted: np.ndarray,
     pooled_drafted: np.ndarray, pooled_accepted: np.ndarray, meta: np.ndarray, waiting: np.ndarray, count: np.ndarray,
-    decay: float, selected_waiting: np.ndarray, selected_expected: np.ndarray,
+    decay: float,
 ) -> None:  # pragma: no cover - compiled
     """What :func:`choose_rows` does for a row that gains tokens and drafts nothing (``extend``)."""
-    _settle_selected(slot, selected_waiting, selected_expected)
     score_pending(
         slot, new_tokens, 0, len(new_tokens), lengths[slot], meta, waiting, count,
         own_drafted[slot], own_accepted[slot], pooled_drafted, pooled_accepted, decay,
     )
     lengths[slot] += len(new_tokens)
-
-
-@njit(cache=True)
-def _settle_selected(slot: int, selected_waiting: np.ndarray, selected_expected: np.ndarray) -> None:  # pragma: no cover
-    # the expectation of a lookup-only draft this request took, counted once the tokens that verify it
-    # arrive (its realised tokens are scored then, on its lookup's selection track): both sides of the
-    # ratio see the same drafts, and a draft proposed again before any token arrives counts once
-    for li in range(selected_waiting.shape[1]):
-        selected_expected[li] += selected_waiting[slot, li]
-        selected_waiting[slot, li] = 0.0
-
-
-@njit(cache=True)
-def _selection_ratio(pooled_drafted: np.ndarray, pooled_accepted: np.ndarray, track: int, expected: float, prior: float) -> float:  # pragma: no cover
-    # realised over expected tokens of the lookup-only drafts taken so far, each side plus ``prior``
-    # tokens (so a few drafts move it little; 0: off). A choice among noisy estimates takes the ones
-    # that are high by chance (the optimizer's curse): this measures by how much, for this lookup
-    if prior <= 0.0:
-        return 1.0
-    realised = 0.0
-    for j in range(pooled_accepted.shape[2]):
-        realised += pooled_accepted[track, 0, j]
-    drafts = pooled_drafted[track, 0, 0]
-    if drafts <= 0.0:
-        return 1.0
-    # only the shortfall the drafts establish: realised tokens one standard deviation up (a draft's
-    # accepted count spread as a geometric one's, mean m and variance m (1 + m)), never above 1
-    spread = math.sqrt(realised * (1.0 + realised / drafts))
-    return min((realised + spread * SELECTION_Z + prior) / (expected + prior), 1.0)
 
 
 @njit(cache=True)
@@ -203,7 +170,6 @@ def choose_rows(
     neural_tracks: np.ndarray, neural_longest: np.ndarray, times: np.ndarray, params: np.ndarray, flags: np.ndarray,
     lengths: np.ndarray, steps: np.ndarray, own_drafted: np.ndarray, own_accepted: np.ndarray,
     pooled_drafted: np.ndarray, pooled_accepted: np.ndarray, meta: np.ndarray, waiting: np.ndarray, count: np.ndarray,
-    selected_tracks: np.ndarray, selected_waiting: np.ndarray, selected_expected: np.ndarray,
     choice: np.ndarray, cut: np.ndarray, asked: np.ndarray, expected: np.ndarray, other_expected: np.ndarray,
     confirmed_cut: np.ndarray, confirmed_expected: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
@@ -218,14 +184,13 @@ def choose_rows(
     """
     prior, weight, explore, decay = params[0], params[1], params[2], params[3]
     min_gain, margin = params[4], params[5]
-    lookup_weight, selection_prior, doubt = params[6], params[7], params[8]
+    lookup_weight = params[6]
     by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
     positions = own_drafted.shape[3]
     n_lookups, n_neurals = len(lookup_tracks), len(neural_tracks)
     p_lookup = np.empty(positions)
     p_neural = np.empty(positions)
     p_confirmed = np.empty(positions)
-    p_low = np.empty(positions)
     towards = np.empty(positions)
     rows = len(slots)
     for row in range(min(rows, 2)):
@@ -242,7 +207,6 @@ def choose_rows(
         own_d, own_a = own_drafted[slot], own_accepted[slot]
         begin, end = offsets[row], offsets[row + 1]
         if extended[row]:
-            _settle_selected(slot, selected_waiting, selected_expected)
             score_pending(
                 slot, new_tokens, begin, end, lengths[slot], meta, waiting, count,
                 own_d, own_a, pooled_drafted, pooled_accepted, decay,
@@ -280,7 +244,6 @@ def choose_rows(
         with_neural = KIND_LOOKUP_NEURAL if drafted_any else KIND_NEURAL
         step_times = times[row]
         best_rate = (1.0 + min_gain) / step_times[ran, 0]
-        bar = best_rate  # what a neural step must beat: plain decoding, and each lookup at its lower bound
         choice[row] = EMPTY
         expected[row] = 0.0
         for li in range(n_lookups):
@@ -291,17 +254,6 @@ def choose_rows(
             _chained_estimate_weighted(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
                                        prior, weight, lookup_weight, p_lookup)
             rate, k, value = _best_cut(p_lookup, n, step_times[ran])
-            if selection_prior > 0.0:  # the cut's value, as the lookup-only drafts taken so far realised theirs
-                ratio = _selection_ratio(pooled_drafted, pooled_accepted, selected_tracks[li], selected_expected[li], selection_prior)
-                rate = (1.0 + ratio * value) / step_times[ran, k]
-            low = rate
-            if doubt > 0.0:  # dropping the neural pass needs evidence: the lookup's cut at a lower bound
-                own_n = own_d[track, band]
-                for j in range(k):
-                    p = p_lookup[j]
-                    p_low[j] = max(p - doubt * math.sqrt(p * (1.0 - p) / (own_n[j] + lookup_weight)), 0.0)
-                low = (1.0 + _expected(p_low, k)) / step_times[ran, k]
-            bar = max(bar, low)
             if rate > best_rate:
                 best_rate, choice[row], cut[row], expected[row] = rate, li, k, value
         neural = -1
@@ -311,13 +263,9 @@ def choose_rows(
             _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
                      prior, weight, explore, steps[0], p_neural)
             rate = _best_cut(p_neural, longest, step_times[with_neural])[0]
-            if rate > bar:
-                bar, neural = rate, ni
+            if rate > best_rate:
+                best_rate, neural = rate, ni
         if neural < 0:
-            chosen = choice[row]
-            if selection_prior > 0.0 and chosen >= 0:  # a lookup-only draft: its outcome calibrates the next
-                add_pending(meta, waiting, count, slot, selected_tracks[chosen], 0, lookup_tokens[chosen, row], cut[row], at, True)
-                selected_waiting[slot, chosen] = expected[row]
             continue
         track = neural_tracks[neural]
         longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit

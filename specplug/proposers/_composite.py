@@ -94,8 +94,6 @@ class CompositeProposer(Proposer):
         half_life: float = 0.0,
         probe: bool = False,
         lookup_prior_weight: float | None = None,
-        selection_prior: float = 0.0,
-        lookup_doubt: float = 0.0,
     ) -> None:
         super().__init__()
         self.parts = list(parts)
@@ -107,21 +105,12 @@ class CompositeProposer(Proposer):
         self._decay = 0.5 ** (1.0 / half_life) if half_life > 0 else 1.0
         self.probe = probe
         self.batch_size = batch_size
-        # after the subclass's tracks, one per lookup for the lookup-only drafts the cost-aware choice
-        # took (their realised tokens, against the expectation they were taken on: ``selection_prior``)
-        self._tracks = tracks + len(choosing.lookups)
-        self._selected_tracks = np.arange(tracks, self._tracks, dtype=np.int64)
-        self._selected_waiting = np.zeros((0, len(self._selected_tracks)))  # by slot: a taken draft's expectation
-        self._selected_expected = np.zeros(len(self._selected_tracks))  # pooled: the expectations of the settled ones
+        self._tracks = tracks
         self._lookup_tracks = np.array(choosing.lookups, dtype=np.int64)
         self._neural_tracks = np.array(choosing.neurals, dtype=np.int64)
         # the cost-aware choice shrinks a request's lookup counts with a weight of their own (_choice)
         lookup_weight = prior_weight if lookup_prior_weight is None else lookup_prior_weight
-        self.selection_prior = selection_prior
-        self._params = np.array([
-            prior, prior_weight, explore, self._decay, choosing.min_gain, choosing.margin, lookup_weight, selection_prior,
-            lookup_doubt,
-        ])  # fmt: skip
+        self._params = np.array([prior, prior_weight, explore, self._decay, choosing.min_gain, choosing.margin, lookup_weight])
         self._flags = np.array([
             choosing.cost is not None, -1 if choosing.confirmed is None else choosing.confirmed, probe,
             choosing.continue_with_lookup,
@@ -129,14 +118,14 @@ class CompositeProposer(Proposer):
         # per request, by slot: statistics [slot, track, band, position], length, waiting drafts
         self._slot: dict[RequestId, int] = {}
         self._free: list[int] = []
-        self._own_drafted = np.zeros((0, self._tracks, BANDS, positions))
-        self._own_accepted = np.zeros((0, self._tracks, BANDS, positions))
+        self._own_drafted = np.zeros((0, tracks, BANDS, positions))
+        self._own_accepted = np.zeros((0, tracks, BANDS, positions))
         self._lengths = np.zeros(0, dtype=np.int64)
         self._waiting = PendingTable(0, positions)
         # each request's last draft, by slot, for the batch path's acceptance count (see _row_drafts)
         self._drafts = RowDrafts(positions, self.name, rows=0)
-        self._pooled_drafted = np.zeros((self._tracks, BANDS, positions))
-        self._pooled_accepted = np.zeros((self._tracks, BANDS, positions))
+        self._pooled_drafted = np.zeros((tracks, BANDS, positions))
+        self._pooled_accepted = np.zeros((tracks, BANDS, positions))
         self._no_times = np.zeros((1, len(_KINDS), 1))
         self._times_key: tuple[object, int] | None = None  # (cost model, batch size) of _times_args
         self._times_args: tuple[np.ndarray, ...] = ()
@@ -166,7 +155,6 @@ class CompositeProposer(Proposer):
         self._own_drafted[slot] = 0.0
         self._own_accepted[slot] = 0.0
         self._lengths[slot] = len(prompt)
-        self._selected_waiting[slot] = 0.0
         self._waiting.clear(slot)
         self._drafts.start(request_id, slot)
 
@@ -177,7 +165,6 @@ class CompositeProposer(Proposer):
         self._own_drafted = np.concatenate([self._own_drafted, np.zeros(extra)])
         self._own_accepted = np.concatenate([self._own_accepted, np.zeros(extra)])
         self._lengths = np.concatenate([self._lengths, np.zeros(grown - slot, dtype=np.int64)])
-        self._selected_waiting = np.concatenate([self._selected_waiting, np.zeros((grown - slot, len(self._selected_tracks)))])
         self._waiting.grow_slots(grown)
         self._drafts.grow(grown)
         self._free.extend(range(grown - 1, slot, -1))
@@ -205,7 +192,6 @@ class CompositeProposer(Proposer):
         _choice.score_row(
             self._slot[request_id], tokens, self._lengths, self._own_drafted, self._own_accepted,
             self._pooled_drafted, self._pooled_accepted, waiting.meta, waiting.tokens, waiting.count, self._decay,
-            self._selected_waiting, self._selected_expected,
         )  # fmt: skip
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
@@ -334,8 +320,7 @@ class CompositeProposer(Proposer):
     ) -> tuple[np.ndarray, ...]:
         rows = len(slots)
         waiting = self._waiting
-        if rows:  # room for what this step may add per row: each lookup's draft, a neural one or a taken
-            # lookup draft's selection copy, a confirmed one
+        if rows:  # room for what this step may add per row: each lookup's draft, a neural one, a confirmed one
             waiting.make_room(int(waiting.count[slots].max()) + len(self.choosing.lookups) + 2)
         longest = np.array([self._neural_longest(index) for index in self.choosing.neurals], dtype=np.int64)
         if limits.any():
@@ -355,7 +340,6 @@ class CompositeProposer(Proposer):
             self._neural_tracks, longest, times, self._params, self._flags, self._lengths, self._step_count,
             self._own_drafted, self._own_accepted, self._pooled_drafted, self._pooled_accepted,
             waiting.meta, waiting.tokens, waiting.count,
-            self._selected_tracks, self._selected_waiting, self._selected_expected,
             choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected,
         )  # fmt: skip
         return choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected

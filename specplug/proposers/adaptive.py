@@ -66,14 +66,6 @@ class AdaptiveOptions(MethodOptions):
         1.0, gt=0, le=1e6, allow_inf_nan=False,
         description="with a cost model: observations the pooled estimate is worth against a request's own lookup counts (a lookup is scored at every step)",
     )
-    lookup_doubt: float = Field(
-        0.0, ge=0, le=100, allow_inf_nan=False,
-        description="with a cost model: a lookup-only step (no neural pass) must beat a neural one at this many standard deviations below its estimate (0: at its estimate)",
-    )
-    selection_prior: float = Field(
-        0.0, ge=0, le=1e6, allow_inf_nan=False,
-        description="with a cost model: scale a lookup-only draft's expected tokens by what such drafts taken so far realised against their expectation, each side plus this many tokens (0: off)",
-    )
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
@@ -139,8 +131,6 @@ class AdaptiveProposer(CompositeProposer):
             half_life=options.half_life,
             probe=probes(options.neural_probe, [part for part in self.candidates if part.draft_kind == "neural"]),
             lookup_prior_weight=options.lookup_prior_weight,
-            selection_prior=options.selection_prior,
-            lookup_doubt=options.lookup_doubt,
         )
         if "neural" in self.kinds:
             self.draft_kind = "neural"
