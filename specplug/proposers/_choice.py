@@ -34,7 +34,7 @@ KIND_PLAIN, KIND_LOOKUP, KIND_NEURAL, KIND_LOOKUP_NEURAL = range(4)
 #: ``lookups + index`` of a neural part
 NOT_DRAFTED, EMPTY = -2, -1
 
-# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight, level_weight
+# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight
 # flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup
 
 
@@ -92,27 +92,6 @@ def _chained_estimate_weighted(
 
 
 @njit(cache=True)
-def _leveled_estimate(
-    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
-    prior: float, weight: float, level_weight: float, out: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    # the pooled chained estimate times one level for the request: its accepted tokens over what the
-    # pooled estimate expected of the positions it reached (plus ``level_weight`` expected tokens on
-    # each side). All positions inform the one level, so a late position the request seldom reaches
-    # is not priced on its own few counts
-    previous = prior
-    seen = wanted = 0.0
-    for j in range(len(drafted)):
-        previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
-        out[j] = previous
-        seen += own_accepted[j]
-        wanted += own_drafted[j] * previous
-    level = (seen + level_weight) / (wanted + level_weight)
-    for j in range(len(drafted)):
-        out[j] = min(out[j] * level, 0.999)
-
-
-@njit(cache=True)
 def _estimate_towards(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
     prior: np.ndarray, weight: float, out: np.ndarray,
@@ -124,23 +103,12 @@ def _estimate_towards(
 
 
 @njit(cache=True)
-def _neural_estimate(
-    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
-    prior: float, weight: float, level_weight: float, out: np.ndarray,
-) -> None:  # pragma: no cover - compiled
-    if level_weight > 0.0:
-        _leveled_estimate(own_drafted, own_accepted, drafted, accepted, prior, weight, level_weight, out)
-    else:
-        chained_estimate(own_drafted, own_accepted, drafted, accepted, prior, weight, out)
-
-
-@njit(cache=True)
 def _hopeful(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
-    prior: float, weight: float, explore: float, steps: int, out: np.ndarray, level_weight: float = 0.0,
+    prior: float, weight: float, explore: float, steps: int, out: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     # a neural part's estimate plus its exploration bonus, at most 1 (it is observed only when called)
-    _neural_estimate(own_drafted, own_accepted, drafted, accepted, prior, weight, level_weight, out)
+    chained_estimate(own_drafted, own_accepted, drafted, accepted, prior, weight, out)
     grown = math.log1p(float(steps))
     for j in range(len(drafted)):
         out[j] = min(out[j] + explore * math.sqrt(grown / (drafted[j] + weight)), 1.0)
@@ -216,7 +184,7 @@ def choose_rows(
     """
     prior, weight, explore, decay = params[0], params[1], params[2], params[3]
     min_gain, margin = params[4], params[5]
-    lookup_weight, level_weight = params[6], params[7]
+    lookup_weight = params[6]
     by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
     positions = own_drafted.shape[3]
     n_lookups, n_neurals = len(lookup_tracks), len(neural_tracks)
@@ -293,7 +261,7 @@ def choose_rows(
             track = neural_tracks[ni]
             longest = min(limit, neural_longest[ni]) if neural_longest[ni] > 0 else limit
             _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                     prior, weight, explore, steps[0], p_neural, level_weight)
+                     prior, weight, explore, steps[0], p_neural)
             rate = _best_cut(p_neural, longest, step_times[with_neural])[0]
             if rate > best_rate:
                 best_rate, neural = rate, ni
@@ -301,8 +269,8 @@ def choose_rows(
             continue
         track = neural_tracks[neural]
         longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
-        _neural_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                         prior, weight, level_weight, p_neural)
+        chained_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
+                  prior, weight, p_neural)
         rate, k, value = _best_cut(p_neural, longest, step_times[with_neural])
         # probing, the part drafts all it can and the tokens past the cut are scored too
         choice[row], cut[row], expected[row] = n_lookups + neural, k, value
