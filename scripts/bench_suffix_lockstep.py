@@ -249,6 +249,60 @@ def paired(workload: str, batch: int, context: int, steps: int, k: int, skip: in
     return {"old": old_us, "new": new_us, "ratio": new_us / old_us, "accepted_per_row_step": accepted_total / steps / batch}
 
 
+class _Stepper:
+    """A proposer stepping through the rows as the perf harness does (its own acceptance)."""
+
+    def __init__(self, proposer, kernel, rows, k: int) -> None:
+        self.proposer, self.kernel, self.rows = proposer, kernel, rows
+        self.ids = list(range(len(rows)))
+        self.position = [0] * len(rows)
+        self.new = [np.empty(0, np.int64)] * len(rows)
+        self.limits = np.full(len(rows), k, dtype=np.int64)
+        kernels.step_batch = kernel
+        proposer.step_batch(BatchStep(self.ids[:0], np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64),
+                                      [(row, rows[row][0]) for row in self.ids]))
+        self.times: list[int] = []
+
+    def step(self, timed: bool) -> None:
+        got, ns = _step(self.proposer, self.kernel, step_of_pieces(self.ids, self.new, self.limits))
+        if timed:
+            self.times.append(ns)
+        drafted, lengths = got.tokens.tolist(), got.lengths.tolist()
+        for row in self.ids:
+            truth = self.rows[row][1]
+            accepted = accepted_prefix(drafted[row][: lengths[row]], truth[self.position[row]:])
+            self.new[row] = truth[self.position[row]: self.position[row] + accepted + 1]
+            self.position[row] += accepted + 1
+
+
+def composites(workload: str, batch: int, context: int, steps: int, k: int, skip: int, names: list[str]) -> None:
+    """suffix and the composites, each with the old kernel and the new, stepping in turn (rotated)."""
+    from specplug.lab._perf_batch import _create_method
+
+    new_kernel = kernels.step_batch
+    rows = _rows(workload, context, batch, steps * (k + 1) + 1, seed=0)
+    subjects = {}
+    try:
+        for name in ["suffix", *names]:
+            for label, kernel in (("old", old_step_batch), ("new", new_kernel)):
+                subjects[(name, label)] = _Stepper(_create_method(name), kernel, rows, k)
+        keys = list(subjects)
+        for index in range(steps):
+            turn = keys[index % len(keys):] + keys[: index % len(keys)]
+            for key in turn:
+                subjects[key].step(index >= skip)
+    finally:
+        kernels.step_batch = new_kernel
+    us = {key: statistics.median(s.times) / 1000 / batch for key, s in subjects.items()}
+    for name in ["suffix", *names]:
+        line = f"| {workload} | {batch} | {name} | {us[(name, 'old')]:.2f} | {us[(name, 'new')]:.2f} |"
+        if name != "suffix":
+            line += f" {us[(name, 'old')] / us[('suffix', 'old')]:.2f} | {us[(name, 'new')] / us[('suffix', 'new')]:.2f} |"
+        else:
+            line += " - | - |"
+        print(line, flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=128)
@@ -257,7 +311,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=120)
     parser.add_argument("--skip", type=int, default=5, help="first steps not timed (warm-up)")
     parser.add_argument("-k", type=int, default=8)
+    parser.add_argument("--composites", default="", help="e.g. hybrid,adaptive: time these beside suffix instead "
+                        "(old and new kernel each, stepping in turn; µs/row and × suffix)")
     args = parser.parse_args()
+    if args.composites:
+        print("| workload | batch | proposer | old µs/row | new µs/row | old × suffix | new × suffix |")
+        print("|---|---:|---|---:|---:|---:|---:|")
+        for workload in args.workloads.split(","):
+            composites(workload, args.batch, args.context, args.steps, args.k, args.skip, args.composites.split(","))
+        return
     print("| workload | batch | steps | old µs/row | new µs/row | new ÷ old | acc/row-step |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for workload in args.workloads.split(","):
