@@ -501,7 +501,7 @@ def _prefetch_slot(memory, at, tokens_at, prev_at, length, stored):
 
 
 #: rows whose chain walks run interleaved, link by link (their misses overlap)
-LOCKSTEP_ROWS = 8
+LOCKSTEP_ROWS = 16
 
 
 @njit(cache=True)
