@@ -201,6 +201,46 @@ def test_suffix_batch_kernel_grows_rings_and_reads_the_cache_like_the_per_reques
             single.stop(rid)
 
 
+def test_suffix_lockstep_kernel_equals_the_row_by_row_kernel_over_several_blocks():
+    """The serial kernel walks the chains of ``LOCKSTEP_ROWS`` rows interleaved; the parallel one
+    runs each row alone (``_step_row``). Over batches of several blocks (a last one part full),
+    rows that ask for no draft, rings that outgrow their blocks (rows the kernel hands back) and a
+    global cache, both give the same drafts, scores and acceptance, and both equal the per-request path."""
+    from specplug.proposers._suffix_kernels import LOCKSTEP_ROWS
+
+    lockstep = _batch_kernel_always(specplug.create("suffix", max_candidates=12))
+    rows_alone = _parallel(specplug.create("suffix", max_candidates=12))
+    single = specplug.create("suffix", max_candidates=12)
+    rng = np.random.default_rng(11)
+    batch = 2 * LOCKSTEP_ROWS + 3
+    for generation in range(2):  # the second generation drafts from the first one's outputs too
+        ids = [f"{generation}-{row}" for row in range(batch)]
+        prompts = [rng.integers(0, 4, size=int(rng.integers(1, 90))).tolist() for _ in ids]
+        for proposer in (lockstep, rows_alone):
+            proposer.step_batch(BatchStep.of([], [], [], started=list(zip(ids, prompts))))
+        for rid, prompt in zip(ids, prompts):
+            single.start(rid, prompt)
+        for _ in range(40):
+            tokens = [rng.integers(0, 4, size=int(rng.integers(0, 12))).tolist() for _ in ids]
+            limits = rng.integers(0, 7, size=batch).tolist()
+            a = lockstep.step_batch(BatchStep.of(ids, tokens, limits))
+            b = rows_alone.step_batch(BatchStep.of(ids, tokens, limits))
+            assert a.tokens.tolist() == b.tokens.tolist() and a.lengths.tolist() == b.lengths.tolist()
+            assert a.scores.tolist() == b.scores.tolist() and a.accepted.tolist() == b.accepted.tolist()
+            for row, rid in enumerate(ids):
+                accepted = single.extend(rid, tokens[row]) if tokens[row] else 0
+                if tokens[row]:
+                    assert int(a.accepted[row]) == accepted
+                if limits[row]:
+                    expected = single.propose(rid, limits[row])
+                    assert a.draft(row).tokens == expected.tokens and a.draft(row).score == expected.score
+        for proposer in (lockstep, rows_alone):
+            proposer.step_batch(BatchStep.of([], [], [], stopped=ids))
+        for rid in ids:
+            single.stop(rid)
+    assert len(lockstep.cache) == len(rows_alone.cache) == 2 * batch
+
+
 def test_ngram_batch_kernel_grows_its_arrays_like_the_per_request_path():
     batch, single = METHODS["ngram-kernel"](), METHODS["ngram"]()
     rng = np.random.default_rng(0)

@@ -170,3 +170,28 @@ def test_the_batch_step_times_are_the_cost_models_own(batch: int) -> None:
         for at, kinds in enumerate(_KINDS):
             expected = spec_step_times(adaptive.cost, batch, context, 9, kinds)
             assert np.array_equal(table[row, at], expected), (batch, context, kinds)
+
+
+def test_the_batch_score_bands_are_score_bands_own() -> None:
+    """The batch step's bands (numpy's logarithm, one numba pass for the rest) equal
+    ``score_bands`` element by element: random scores, NaN (no score), negatives, scores at and
+    one ULP beside each band's edge, drafts shorter and longer than asked."""
+    from specplug.proposers._parts import _BANDS_PER_DOUBLING, score_bands, score_bands_of_rows
+
+    rng = np.random.default_rng(5)
+    edges = 2.0 ** (np.arange(12) / _BANDS_PER_DOUBLING) - 1.0
+    near = np.concatenate([edges, np.nextafter(edges, -np.inf), np.nextafter(edges, np.inf)])
+    for _ in range(200):
+        lookups, rows = int(rng.integers(1, 4)), int(rng.integers(1, 130))
+        kind = rng.integers(0, 5, size=(lookups, rows))
+        scores = np.select(
+            [kind == 0, kind == 1, kind == 2, kind == 3],
+            [rng.exponential(3.0, size=kind.shape), rng.choice(near, size=kind.shape), np.full(kind.shape, np.nan),
+             -rng.exponential(1.0, size=kind.shape)],
+            rng.integers(0, 17, size=kind.shape) / rng.integers(1, 65, size=kind.shape),
+        )
+        lengths = rng.integers(0, 17, size=(lookups, rows))
+        limits = rng.integers(0, 17, size=rows)
+        expected = score_bands(scores, lengths, limits[np.newaxis, :])
+        got = score_bands_of_rows(scores, lengths, limits)
+        assert got.dtype == expected.dtype and got.tolist() == expected.tolist()

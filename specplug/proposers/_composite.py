@@ -28,7 +28,7 @@ from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestI
 from specplug._cost._linear import CostModel, LinearCostModel
 from specplug._cost._steps import _draft_coefficients, _verify_coefficients, spec_step_times
 from specplug.proposers import _choice, _row_drafts
-from specplug.proposers._parts import BANDS, PositionStats, checked_batch_size, estimate, optimism, score_bands
+from specplug.proposers._parts import BANDS, PositionStats, checked_batch_size, estimate, optimism, score_bands_of_rows
 from specplug.proposers._pending import PendingTable
 from specplug.proposers._row_drafts import RowDraft, RowDrafts
 from specplug.proposers._step_times import linear_step_times
@@ -312,7 +312,7 @@ class CompositeProposer(Proposer):
 
     @staticmethod
     def _bands(scores: np.ndarray, lengths: np.ndarray, limits: np.ndarray) -> np.ndarray:
-        return score_bands(scores, lengths, limits[np.newaxis, :]) if len(scores) else lengths.copy()
+        return score_bands_of_rows(scores, lengths, limits) if len(scores) else lengths.copy()
 
     def _choose(
         self, slots: np.ndarray, new_tokens: np.ndarray, offsets: np.ndarray, extended: np.ndarray, limits: np.ndarray,

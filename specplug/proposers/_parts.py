@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from specplug._contract import check_batch_size
 from specplug._errors import InvalidOptionError
@@ -66,6 +67,29 @@ def score_bands(scores: np.ndarray, lengths: np.ndarray, asked: np.ndarray) -> n
     bands = np.minimum(1 + (_BANDS_PER_DOUBLING * np.log2(1.0 + positive)).astype(np.int64), SCORE_BANDS - 1)
     bands = np.where(np.isnan(scores), 0, bands)
     return bands + SCORE_BANDS * (lengths < asked)
+
+
+def score_bands_of_rows(scores: np.ndarray, lengths: np.ndarray, limits: np.ndarray) -> np.ndarray:
+    """:func:`score_bands` of a batch step's lookup drafts (``scores`` and ``lengths``: [lookup,
+    row]; ``limits``: [row]), equal to it element by element: numpy takes the logarithm (so it is
+    the same to the last bit), one numba pass the rest, instead of eight numpy calls over the batch."""
+    logs = np.log2(1.0 + np.fmax(scores, 0.0))
+    out = np.empty(scores.shape, dtype=np.int64)
+    _bands_of_logs(logs, scores, lengths, limits, out)
+    return out
+
+
+@njit(cache=True)
+def _bands_of_logs(logs, scores, lengths, limits, out):
+    for i in range(logs.shape[0]):
+        for row in range(logs.shape[1]):
+            if scores[i, row] != scores[i, row]:  # NaN: no score, band 0
+                band = 0
+            else:
+                band = min(1 + np.int64(_BANDS_PER_DOUBLING * logs[i, row]), SCORE_BANDS - 1)
+            if lengths[i, row] < limits[row]:
+                band += SCORE_BANDS
+            out[i, row] = band
 
 
 def score_band(score: float | None, length: int, asked: int) -> int:

@@ -173,37 +173,28 @@ def _find(tokens, head, state, query, q, a):
 
 
 @njit(cache=True)
-def candidates(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, ends, lengths):
-    """The occurrences a draft is voted among, most recent first: their end positions and match lengths.
-
-    The ``len(ends)`` most recent occurrences of the context's last ``a_l`` tokens (the long
-    anchor) or, when it never occurred, of its last ``a_s`` tokens; each one's match is how
-    far it agrees with the context backwards (at most ``max_depth``). Returns how many.
-    """
+def anchor(tokens, head_s, head_l, state, query, q, a_s, a_l):
+    """The most recent occurrence of the context's last ``a_l`` tokens (the long anchor) or, when
+    it never occurred, of its last ``a_s`` tokens: (its end position, True when it is the long
+    anchor's, so the walk follows the long chain); a position below ``state[START]`` when none."""
     if q < a_s:
-        return 0
+        return -1, False
     g = -1
-    prev = prev_s
+    long = False
     if a_l > 0 and q >= a_l:
         g = _find(tokens, head_l, state, query, q, a_l)
-        prev = prev_l
+        long = True
     if g < state[START]:
         g = _find(tokens, head_s, state, query, q, a_s)
-        prev = prev_s
+        long = False
+    return g, long
+
+
+@njit(cache=True, inline="always")
+def _match_lengths(tokens, state, query, q, max_depth, ends, lengths, found):
+    """How far each candidate agrees with the context backwards (at most ``max_depth``)."""
     mask = tokens.shape[0] - 1
     start = state[START]
-    # Two passes. The chain walk is a chain of dependent loads (each link is read from the one
-    # before), so it runs alone: a mispredicted match comparison in the same loop would throw the
-    # next link's load away and serialize two cache misses per link. The comparisons then load
-    # independent positions, which the CPU overlaps.
-    found = 0
-    while g >= start and found < ends.shape[0]:
-        ends[found] = g
-        found += 1
-        step = prev[g & mask]
-        if step == 0:
-            break
-        g -= step
     depth_cap = min(max_depth, q)
     for i in range(found):
         g = ends[i]
@@ -214,6 +205,42 @@ def candidates(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l
                 break
             m += 1
         lengths[i] = m
+
+
+@njit(cache=True)
+def candidates(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, ends, lengths):
+    """The occurrences a draft is voted among, most recent first: their end positions and match lengths.
+
+    The ``len(ends)`` most recent occurrences of the context's last ``a_l`` tokens (the long
+    anchor) or, when it never occurred, of its last ``a_s`` tokens; each one's match is how
+    far it agrees with the context backwards (at most ``max_depth``). Returns how many.
+    """
+    if q < a_s:
+        return 0
+    g, long = anchor(tokens, head_s, head_l, state, query, q, a_s, a_l)
+    prev = prev_l if long else prev_s
+    mask = tokens.shape[0] - 1
+    start = state[START]
+    # Two passes. The chain walk is a chain of dependent loads (each link is read from the one
+    # before), so it runs alone: a mispredicted match comparison in the same loop would throw the
+    # next link's load away and serialize two cache misses per link. The comparisons then load
+    # independent positions, which the CPU overlaps.
+    found = _walk(prev, mask, start, g, ends)
+    _match_lengths(tokens, state, query, q, max_depth, ends, lengths, found)
+    return found
+
+
+@njit(cache=True, inline="always")
+def _walk(prev, mask, start, g, ends):
+    """The chain from ``g``, most recent first, into ``ends`` (at most its length); how many."""
+    found = 0
+    while g >= start and found < ends.shape[0]:
+        ends[found] = g
+        found += 1
+        step = prev[g & mask]
+        if step == 0:
+            break
+        g -= step
     return found
 
 
@@ -265,6 +292,13 @@ def vote(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_
     """:func:`draft` with its scratch given (``len(ends)`` = ``len(lengths)`` = max_candidates): a
     batch step allocates it once for all rows."""
     found = candidates(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, ends, lengths)
+    return vote_found(tokens, state, found, ends, lengths, max_tokens, spec_factor, spec_offset, min_token_prob, out)
+
+
+@njit(cache=True)
+def vote_found(tokens, state, found, ends, lengths, max_tokens, spec_factor, spec_offset, min_token_prob, out):
+    """:func:`vote` once its ``found`` candidates are in ``ends`` and ``lengths`` (``ends`` is
+    reused as scratch)."""
     mask = tokens.shape[0] - 1
     end = state[END]
     best = 0
@@ -327,36 +361,44 @@ def vote(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_
 
 
 @njit(cache=True)
-def _step_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count, limit, a_s, a_l, max_depth, max_candidates,
-              max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
-              c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-              drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached, ends, matches):
-    """One row of a batch step; False when its ring has no room (it is left untouched).
-    ``ends`` and ``matches`` are the votes' scratch (max_candidates each)."""
+def _take_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count, a_s, a_l, drafts, draft_lengths, row,
+              out_lengths, scores, accepted):
+    """A row's new tokens: its last draft's acceptance counted, the tokens appended and indexed.
+    False when its ring has no room (it is left untouched)."""
     state, tokens, prev_s, head_s, prev_l, head_l = pooled_ring(memory, bases[slot], capacities[slot], a_l > 0)
-    length = lengths[slot]
     out_lengths[row] = 0
     scores[row] = 0.0
     if count:
+        length = lengths[slot]
         if length + count > tokens.shape[0]:
             return False
         accepted[row] = resolve(drafts, draft_lengths, slot, new_tokens, begin, count)
         append(tokens, prev_s, head_s, prev_l, head_l, state, new_tokens[begin : begin + count], a_s, a_l, False)
-        length += count
-        lengths[slot] = length
-    if limit < 1:
-        return True
+        lengths[slot] = length + count
+    return True
+
+
+@njit(cache=True)
+def _draft_row(memory, bases, capacities, lengths, slot, limit, a_s, a_l, max_depth, max_tokens, spec_factor, spec_offset,
+               min_token_prob, use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
+               draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached, found, ends, matches, c_ends):
+    """A row's draft, once the ``found`` candidates of its own ring are in ``ends`` (walked, not yet
+    compared): its ring's vote, then the cache's, the longer match winning (then the higher score)."""
+    state, tokens, prev_s, head_s, prev_l, head_l = pooled_ring(memory, bases[slot], capacities[slot], a_l > 0)
+    length = lengths[slot]
     limit = min(limit, max_tokens)
     first = max(0, length - max_depth)
     query = tokens[first:length]
+    q = length - first
+    _match_lengths(tokens, state, query, q, max_depth, ends, matches, found)
     mine = out[row]
-    taken, score, match = vote(tokens, prev_s, head_s, prev_l, head_l, state, query, length - first, a_s, a_l,
-                               max_depth, limit, spec_factor, spec_offset, min_token_prob, mine, ends, matches)
+    taken, score, match = vote_found(tokens, state, found, ends, matches, limit, spec_factor, spec_offset,
+                                     min_token_prob, mine)
     if use_cache:
         theirs = cached[row]
-        c_taken, c_score, c_match = vote(c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state, query,
-                                         length - first, a_s, a_l, max_depth, limit, spec_factor, spec_offset,
-                                         min_token_prob, theirs, ends, matches)
+        c_taken, c_score, c_match = vote(c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state, query, q, a_s,
+                                         a_l, max_depth, limit, spec_factor, spec_offset, min_token_prob, theirs,
+                                         c_ends, matches)
         if c_match > match or (c_match == match and c_score > score):
             taken, score = c_taken, c_score
             for k in range(taken):
@@ -365,6 +407,28 @@ def _step_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count
     scores[row] = score
     remember(drafts, draft_lengths, slot, out, row, taken)
     draft_scores[slot] = score
+
+
+@njit(cache=True)
+def _step_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count, limit, a_s, a_l, max_depth, max_candidates,
+              max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
+              c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
+              drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached, ends, matches):
+    """One row of a batch step; False when its ring has no room (it is left untouched).
+    ``ends`` and ``matches`` are the votes' scratch (max_candidates each)."""
+    if not _take_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count, a_s, a_l, drafts, draft_lengths,
+                     row, out_lengths, scores, accepted):
+        return False
+    if limit < 1:
+        return True
+    state, tokens, prev_s, head_s, prev_l, head_l = pooled_ring(memory, bases[slot], capacities[slot], a_l > 0)
+    length = lengths[slot]
+    first = max(0, length - max_depth)
+    g, long = anchor(tokens, head_s, head_l, state, tokens[first:length], length - first, a_s, a_l)
+    found = _walk(prev_l if long else prev_s, tokens.shape[0] - 1, state[START], g, ends)
+    _draft_row(memory, bases, capacities, lengths, slot, limit, a_s, a_l, max_depth, max_tokens, spec_factor, spec_offset,
+               min_token_prob, use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
+               draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached, found, ends, matches, ends)
     return True
 
 
@@ -436,6 +500,10 @@ def _prefetch_slot(memory, at, tokens_at, prev_at, length, stored):
         prefetch(memory, prev_at + position)
 
 
+#: rows whose chain walks run interleaved, link by link (their misses overlap)
+LOCKSTEP_ROWS = 16
+
+
 @njit(cache=True)
 def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max_depth, max_candidates,
                max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
@@ -450,10 +518,23 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
     is left untouched and marked in ``blocked`` (the caller grows its ring and runs it alone);
     returns how many. ``cached`` is per-row scratch for the cache's draft. Serial over rows:
     see :func:`step_batch_parallel` for many rows on many cores.
+
+    Rows go in blocks of ``LOCKSTEP_ROWS``: each row of a block takes its new tokens and looks
+    up its anchor, then the block's chain walks run interleaved (:func:`_walk_lockstep`), then
+    each row is compared, voted and drafted. A row touches only its own ring and slot (the cache
+    is read only), so the order across rows does not change a result.
     """
     stuck = 0
-    ends = np.empty(max_candidates, dtype=np.int64)
+    ends = np.empty((LOCKSTEP_ROWS, max_candidates), dtype=np.int64)
     matches = np.empty(max_candidates, dtype=np.int64)
+    c_ends = np.empty(max_candidates, dtype=np.int64)
+    found = np.zeros(LOCKSTEP_ROWS, dtype=np.int64)
+    at = np.empty(LOCKSTEP_ROWS, dtype=np.int64)  # each walk's next link (-1: done)
+    chain_at = np.empty(LOCKSTEP_ROWS, dtype=np.int64)  # where its chain array starts in memory
+    tokens_at = np.empty(LOCKSTEP_ROWS, dtype=np.int64)
+    masks = np.empty(LOCKSTEP_ROWS, dtype=np.int64)
+    starts = np.empty(LOCKSTEP_ROWS, dtype=np.int64)
+    drafting = np.zeros(LOCKSTEP_ROWS, dtype=np.bool_)
     scratch = np.empty(max(a_s, a_l) + PREFETCH_TOKENS, dtype=np.int64)
     rows = len(slots)
     # Rows' misses overlap (_prefetch.py says why): three rows ahead, the ring's tail is prefetched;
@@ -461,22 +542,79 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
     # ahead (those slots now cached), the positions they hold.
     for row in range(min(rows, PREFETCH_ROWS)):
         _prefetch_tail(memory, bases, capacities, lengths, slots[row], a_l)
-    for row in range(rows):
-        ahead = row + PREFETCH_ROWS
-        if ahead < rows:
-            _prefetch_tail(memory, bases, capacities, lengths, slots[ahead], a_l)
-        for later in range(row + 1, min(ahead, rows)):  # PREFETCH_ROWS - 1 rows: slots, then what they point at
-            _prefetch_tables(memory, bases, capacities, lengths, slots[later], new_tokens, offsets[later],
-                             offsets[later + 1] - offsets[later], a_s, a_l, scratch, later == row + 1)
-        begin = offsets[row]
-        if not _step_row(memory, bases, capacities, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
-                         a_s, a_l, max_depth, max_candidates, max_tokens, spec_factor, spec_offset, min_token_prob,
-                         use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-                         drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached,
-                         ends, matches):
-            blocked[row] = True
-            stuck += 1
+    for first_row in range(0, rows, LOCKSTEP_ROWS):
+        block = min(LOCKSTEP_ROWS, rows - first_row)
+        for i in range(block):
+            row = first_row + i
+            ahead = row + PREFETCH_ROWS
+            if ahead < rows:
+                _prefetch_tail(memory, bases, capacities, lengths, slots[ahead], a_l)
+            for later in range(row + 1, min(ahead, rows)):  # PREFETCH_ROWS - 1 rows: slots, then what they point at
+                _prefetch_tables(memory, bases, capacities, lengths, slots[later], new_tokens, offsets[later],
+                                 offsets[later + 1] - offsets[later], a_s, a_l, scratch, later == row + 1)
+            drafting[i] = False
+            at[i] = -1
+            found[i] = 0
+            slot = slots[row]
+            begin = offsets[row]
+            if not _take_row(memory, bases, capacities, lengths, slot, new_tokens, begin, offsets[row + 1] - begin, a_s, a_l,
+                             drafts, draft_lengths, row, out_lengths, scores, accepted):
+                blocked[row] = True
+                stuck += 1
+                continue
+            if limits[row] < 1:
+                continue
+            state, tokens, prev_s, head_s, prev_l, head_l = pooled_ring(memory, bases[slot], capacities[slot], a_l > 0)
+            length = lengths[slot]
+            first = max(0, length - max_depth)
+            g, long = anchor(tokens, head_s, head_l, state, tokens[first:length], length - first, a_s, a_l)
+            capacity = capacities[slot]
+            drafting[i] = True
+            at[i] = g
+            tokens_at[i] = bases[slot] + STATE_WORDS
+            chain_at[i] = tokens_at[i] + (4 * capacity if long else capacity)
+            masks[i] = capacity - 1
+            starts[i] = state[START]
+        _walk_lockstep(memory, at, chain_at, tokens_at, masks, starts, block, ends, found)
+        for i in range(block):
+            if drafting[i]:
+                row = first_row + i
+                _draft_row(memory, bases, capacities, lengths, slots[row], limits[row], a_s, a_l, max_depth, max_tokens,
+                           spec_factor, spec_offset, min_token_prob, use_cache,
+                           c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
+                           draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached,
+                           found[i], ends[i], matches, c_ends)
     return stuck
+
+
+@njit(cache=True)
+def _walk_lockstep(memory, at, chain_at, tokens_at, masks, starts, block, ends, found):
+    """The chain walks of a block's rows, one link of each in turn: each walk is a chain of
+    dependent loads, but the walks are independent, so their misses overlap. The same links as
+    :func:`_walk` row by row (``ends[i, :found[i]]``); each candidate's token line is prefetched
+    for the comparisons and the vote that follow."""
+    limit = ends.shape[1]
+    live = block
+    while live:
+        live = 0
+        for i in range(block):
+            g = at[i]
+            if g < starts[i]:
+                continue
+            n = found[i]
+            if n >= limit:
+                at[i] = -1
+                continue
+            ends[i, n] = g
+            found[i] = n + 1
+            where = g & masks[i]
+            prefetch(memory, tokens_at[i] + where)
+            step = memory[chain_at[i] + where]
+            if step == 0:
+                at[i] = -1
+                continue
+            at[i] = g - step
+            live += 1
 
 
 @njit(cache=True, parallel=True)
