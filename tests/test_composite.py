@@ -114,3 +114,55 @@ def test_adaptive_given_the_hybrids_parts_and_options_drafts_what_the_cost_aware
     by_adaptive = drive(adaptive, "r", [1, 2, 3], output, 8)
     assert [(d.tokens, d.needs_neural) for d, _ in by_hybrid] == [(d.tokens, d.needs_neural) for d, _ in by_adaptive]
     assert len({len(d.tokens) for d, _ in by_hybrid}) > 2  # several cuts were chosen: the comparison has teeth
+
+
+def _request_level(other_levels, own_level, within=0.00625):
+    """request_level for a request drafted 40 times at each of 4 positions (pooled acceptance 0.5,
+    so its expected tokens are 80 and its level's binomial variance 0.00625), accepting
+    ``own_level`` times that, beside finished requests at ``other_levels`` with the same variance."""
+    from specplug.proposers._choice import request_level
+
+    positions = 4
+    pooled_drafted = np.full(positions, 1e6)
+    pooled_accepted = pooled_drafted * 0.5
+    own_drafted = np.full(positions, 40.0)
+    own_accepted = own_drafted * 0.5 * own_level
+    others = np.asarray(other_levels, dtype=float)
+    finished = np.array([len(others), others.sum(), (others**2).sum(), within * len(others)])
+    levels = np.zeros((2, 4))
+    out = np.empty(positions)
+    level = request_level(own_drafted, own_accepted, pooled_drafted, pooled_accepted, 0.6, 4.0, levels, 1, finished, out)
+    np.testing.assert_allclose(out, 0.5, atol=1e-5)  # the pooled estimate, whatever the level
+    return level, levels[1]
+
+
+def test_a_requests_level_counts_for_nothing_when_requests_are_alike_and_fully_when_they_differ():
+    # alike: the finished requests' levels spread less than their counts' binomial noise (sd 0.079)
+    rng = np.random.default_rng(7)
+    alike = 1.0 + 0.05 * rng.standard_normal(40)
+    level, stored = _request_level(alike, 1.3)
+    assert level == pytest.approx(1.0) and stored[3] == 0.0
+    np.testing.assert_allclose(stored[:3], [1.3, 0.00625, 1.0], rtol=1e-6)
+    # differ: levels from 0.4 to 1.6 (variance about 0.13, twenty times the noise): B near 1
+    differ = np.linspace(0.4, 1.6, 40)
+    level, stored = _request_level(differ, 1.3)
+    assert stored[3] > 0.9
+    assert 1.27 < level < 1.3
+    # in between, B is between / (between + within): levels with variance 2 x within give B about 2/3
+    spread = np.sqrt(3 * 0.00625) * np.array([-1.0, 1.0] * 20)
+    level, stored = _request_level(1.0 + spread, 1.3)
+    assert stored[3] == pytest.approx(2 / 3, abs=0.05)
+
+
+def test_a_finished_requests_level_joins_the_spread_the_next_requests_are_weighed_by():
+    from tests._scripted import drive, geometric
+
+    outputs = {"good": list(range(100, 500))}
+    neural = Oracle(outputs, lambda pos: 6, pad=True)
+    lookup = Oracle(outputs, geometric(0.7, seed=2), name="look", kind="lookup")
+    adaptive = specplug.create("adaptive", candidates=[lookup, neural], max_positions=16, cost="llama-3.1-8b-h100", batch_size=1)
+    drive(adaptive, "good", [1, 2, 3], outputs["good"], 8)
+    count, total, squares, _ = adaptive._finished_levels[0]
+    # one level kept, near 1: the pool it is measured against is this request's own drafts
+    assert count == 1 and 0.8 < total < 1.2 and squares == pytest.approx(total * total)
+    assert not adaptive._levels[:, 0, 2].any()  # and no slot holds it any more
