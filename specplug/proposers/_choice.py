@@ -24,7 +24,7 @@ from specplug.proposers._pending import add_pending, score_pending
 from specplug.proposers._prefetch import prefetch
 
 __all__ = [
-    "EMPTY", "chained_estimate", "request_level", "KIND_LOOKUP", "KIND_LOOKUP_NEURAL", "KIND_NEURAL", "KIND_PLAIN", "NOT_DRAFTED", "choose_rows",
+    "EMPTY", "chained_estimate", "KIND_LOOKUP", "KIND_LOOKUP_NEURAL", "KIND_NEURAL", "KIND_PLAIN", "NOT_DRAFTED", "choose_rows",
     "finish_rows", "score_row",
 ]  # fmt: skip
 
@@ -34,7 +34,7 @@ KIND_PLAIN, KIND_LOOKUP, KIND_NEURAL, KIND_LOOKUP_NEURAL = range(4)
 #: ``lookups + index`` of a neural part
 NOT_DRAFTED, EMPTY = -2, -1
 
-# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight, request_levels (1: on)
+# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight
 # flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup
 
 
@@ -91,83 +91,6 @@ def _chained_estimate_weighted(
         out[j] = (own_accepted[j] + own_weight * previous) / (own_drafted[j] + own_weight)
 
 
-#: the least B of request_level by which the pooled weight against a request's own counts is divided
-#: (0.5: at most twice the prior weight; tune half, round 7: 0 and 0.75 miss more cells)
-LEVEL_OWN_FLOOR = 0.5
-#: a request's level enters the between-request spread once it expects this many accepted tokens
-LEVEL_MIN_EXPECTED = 4.0
-
-
-@njit(cache=True)
-def request_level(
-    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
-    prior: float, weight: float, levels: np.ndarray, slot: int, finished: np.ndarray, out: np.ndarray,
-) -> float:  # pragma: no cover - compiled
-    """The pooled chained estimate (into ``out``) and the request's level against it, shrunk by an
-    empirical-Bayes weight: its accepted tokens over what the pooled estimate expected at the
-    positions it reached, L, taken as 1 + B (L - 1) with B = between / (between + within). Within:
-    L's binomial variance given the counts, sum d p (1 - p) / expected^2. Between: the spread of the
-    levels of the requests held (``levels`` [slot] = level, within, held) and finished
-    (``finished`` = count, sum, sum of squares, sum of within) less their mean within variance.
-    Requests alike give B ~ 0 (the pooled estimate); requests that differ, B ~ 1 (their own level).
-    The request's level, within variance, 1 (held) and B are stored in ``levels[slot]``."""
-    previous = prior
-    seen = wanted = spread = 0.0
-    for j in range(len(drafted)):
-        previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
-        out[j] = previous
-        seen += own_accepted[j]
-        wanted += own_drafted[j] * previous
-        spread += own_drafted[j] * previous * (1.0 - previous)
-    levels[slot, 3] = 0.0
-    if wanted < LEVEL_MIN_EXPECTED:
-        return 1.0
-    level, within = seen / wanted, spread / (wanted * wanted)
-    levels[slot, 0], levels[slot, 1], levels[slot, 2] = level, within, 1.0
-    count, total, squares, withins = finished[0], finished[1], finished[2], finished[3]
-    for other in range(levels.shape[0]):
-        if levels[other, 2] > 0.0:
-            count += 1.0
-            total += levels[other, 0]
-            squares += levels[other, 0] * levels[other, 0]
-            withins += levels[other, 1]
-    if count < 2.0:
-        return 1.0
-    between = (squares - total * total / count) / (count - 1.0) - withins / count
-    if between <= 0.0:
-        return 1.0
-    levels[slot, 3] = between / (between + within)
-    return 1.0 + levels[slot, 3] * (level - 1.0)
-
-
-@njit(cache=True)
-def _pooled_chain(drafted: np.ndarray, accepted: np.ndarray, prior: float, weight: float, out: np.ndarray) -> None:  # pragma: no cover
-    previous = prior
-    for j in range(len(drafted)):
-        previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
-        out[j] = previous
-
-
-@njit(cache=True)
-def _own_weight(weight: float, shrink: float) -> float:  # pragma: no cover - compiled
-    # the leveled pooled estimate's weight against the request's own counts per position: ``weight``
-    # where requests' levels differ (shrink B = 1), up to twice it where they are alike (B <= LEVEL_OWN_FLOOR)
-    return weight / max(shrink, LEVEL_OWN_FLOOR)
-
-
-@njit(cache=True)
-def _own_towards(own_drafted: np.ndarray, own_accepted: np.ndarray, weight: float, out: np.ndarray) -> None:  # pragma: no cover
-    # the request's own counts per position, shrunk towards ``out``
-    for j in range(len(out)):
-        out[j] = (own_accepted[j] + weight * out[j]) / (own_drafted[j] + weight)
-
-
-@njit(cache=True)
-def _leveled(out: np.ndarray, level: float) -> None:  # pragma: no cover - compiled
-    for j in range(len(out)):
-        out[j] = min(out[j] * level, 0.999)
-
-
 @njit(cache=True)
 def _estimate_towards(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
@@ -186,12 +109,6 @@ def _hopeful(
 ) -> None:  # pragma: no cover - compiled
     # a neural part's estimate plus its exploration bonus, at most 1 (it is observed only when called)
     chained_estimate(own_drafted, own_accepted, drafted, accepted, prior, weight, out)
-    _bonus(drafted, weight, explore, steps, out)
-
-
-@njit(cache=True)
-def _bonus(drafted: np.ndarray, weight: float, explore: float, steps: int, out: np.ndarray) -> None:  # pragma: no cover
-    # the exploration bonus on an estimate, at most 1
     grown = math.log1p(float(steps))
     for j in range(len(drafted)):
         out[j] = min(out[j] + explore * math.sqrt(grown / (drafted[j] + weight)), 1.0)
@@ -254,7 +171,7 @@ def choose_rows(
     lengths: np.ndarray, steps: np.ndarray, own_drafted: np.ndarray, own_accepted: np.ndarray,
     pooled_drafted: np.ndarray, pooled_accepted: np.ndarray, meta: np.ndarray, waiting: np.ndarray, count: np.ndarray,
     choice: np.ndarray, cut: np.ndarray, asked: np.ndarray, expected: np.ndarray, other_expected: np.ndarray,
-    confirmed_cut: np.ndarray, confirmed_expected: np.ndarray, levels: np.ndarray, finished_levels: np.ndarray,
+    confirmed_cut: np.ndarray, confirmed_expected: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """Per row, in order: score its waiting drafts on its new tokens (where ``extended``), then,
     where ``limits`` > 0, choose: ``choice`` (see :data:`NOT_DRAFTED`), ``cut`` (tokens kept of
@@ -263,14 +180,11 @@ def choose_rows(
     lookup's draft continue the neural one.
 
     ``lookup_tokens`` [lookup, row, position] hold the lookups' drafts of this step, already
-    made; each is queued for scoring here. With ``request_levels`` on, a neural part's estimate is
-    the request's own counts per position shrunk towards the pooled estimate times the request's
-    level (:func:`request_level`; ``levels`` [slot, part, 4] and ``finished_levels`` [part, 4] its
-    state), with a weight that grows as requests' levels differ less (:func:`_own_weight`).
+    made; each is queued for scoring here.
     """
     prior, weight, explore, decay = params[0], params[1], params[2], params[3]
     min_gain, margin = params[4], params[5]
-    lookup_weight, leveled = params[6], params[7] > 0.0
+    lookup_weight = params[6]
     by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
     positions = own_drafted.shape[3]
     n_lookups, n_neurals = len(lookup_tracks), len(neural_tracks)
@@ -278,7 +192,6 @@ def choose_rows(
     p_neural = np.empty(positions)
     p_confirmed = np.empty(positions)
     towards = np.empty(positions)
-    neural_levels = np.ones(len(neural_tracks))
     rows = len(slots)
     for row in range(min(rows, 2)):
         _prefetch_row(slots[row], row, False, lookup_tracks, lookup_bands, neural_tracks, confirmed, own_drafted,
@@ -347,17 +260,8 @@ def choose_rows(
         for ni in range(n_neurals):
             track = neural_tracks[ni]
             longest = min(limit, neural_longest[ni]) if neural_longest[ni] > 0 else limit
-            if leveled:
-                neural_levels[ni] = request_level(
-                    own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                    prior, weight, levels[:, ni], slot, finished_levels[ni], p_neural,
-                )
-                _leveled(p_neural, neural_levels[ni])
-                _own_towards(own_d[track, 0], own_a[track, 0], _own_weight(weight, levels[slot, ni, 3]), p_neural)
-                _bonus(pooled_drafted[track, 0], weight, explore, steps[0], p_neural)
-            else:
-                _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                         prior, weight, explore, steps[0], p_neural)
+            _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
+                     prior, weight, explore, steps[0], p_neural)
             rate = _best_cut(p_neural, longest, step_times[with_neural])[0]
             if rate > best_rate:
                 best_rate, neural = rate, ni
@@ -365,13 +269,8 @@ def choose_rows(
             continue
         track = neural_tracks[neural]
         longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
-        if leveled:  # the pooled estimate times the level computed above, the request's own counts shrunk towards it
-            _pooled_chain(pooled_drafted[track, 0], pooled_accepted[track, 0], prior, weight, p_neural)
-            _leveled(p_neural, neural_levels[neural])
-            _own_towards(own_d[track, 0], own_a[track, 0], _own_weight(weight, levels[slot, neural, 3]), p_neural)
-        else:
-            chained_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                             prior, weight, p_neural)
+        chained_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
+                  prior, weight, p_neural)
         rate, k, value = _best_cut(p_neural, longest, step_times[with_neural])
         # probing, the part drafts all it can and the tokens past the cut are scored too
         choice[row], cut[row], expected[row] = n_lookups + neural, k, value

@@ -66,10 +66,6 @@ class AdaptiveOptions(MethodOptions):
         1.0, gt=0, le=1e6, allow_inf_nan=False,
         description="with a cost model: observations the pooled estimate is worth against a request's own lookup counts (a lookup is scored at every step)",
     )
-    request_levels: bool = Field(
-        True,
-        description="with a cost model: a neural part's estimate shrinks the request's counts towards the pooled one times the request's level (its accepted tokens over the pooled expectation), the level weighted by how much requests' levels differ (empirical Bayes)",
-    )
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
@@ -135,7 +131,6 @@ class AdaptiveProposer(CompositeProposer):
             half_life=options.half_life,
             probe=probes(options.neural_probe, [part for part in self.candidates if part.draft_kind == "neural"]),
             lookup_prior_weight=options.lookup_prior_weight,
-            request_levels=options.request_levels,
         )
         if "neural" in self.kinds:
             self.draft_kind = "neural"

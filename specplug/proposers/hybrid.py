@@ -69,10 +69,6 @@ class HybridOptions(MethodOptions):
         1.0, gt=0, le=1e6, allow_inf_nan=False,
         description="with a cost model: observations the pooled estimate is worth against a request's own lookup counts (a lookup is scored at every step)",
     )
-    request_levels: bool = Field(
-        True,
-        description="with a cost model: a neural part's estimate shrinks the request's counts towards the pooled one times the request's level (its accepted tokens over the pooled expectation), the level weighted by how much requests' levels differ (empirical Bayes)",
-    )
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a part (0: never)"
     )
@@ -152,7 +148,6 @@ class HybridProposer(CompositeProposer):
             half_life=options.half_life,
             probe=probes(options.neural_probe, [self.neural]),
             lookup_prior_weight=options.lookup_prior_weight,
-            request_levels=options.request_levels,
         )
 
     def acceptance(self, request_id: RequestId, lookup_band: int, *, optimistic: bool = True) -> tuple[np.ndarray, np.ndarray]:
