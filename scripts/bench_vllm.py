@@ -179,7 +179,7 @@ def run_all(labels: list[str], rounds, args) -> list[dict]:
     rows = []
     for workload in workloads:
         for label in labels:
-            by_source = {}
+            by_source, learnt = {}, {}
             if label in stats_files:
                 from specplug_adapters.vllm import read_stats
 
@@ -188,7 +188,11 @@ def run_all(labels: list[str], rounds, args) -> list[dict]:
                 # what the head did per step: its whole pass, its first forward only, or nothing
                 by_source |= {"head " + key.removeprefix("neural_pass."): value
                               for key, value in counters.items() if key.startswith("neural_pass.")}
+                # what the overlay learnt of this engine's costs (step_costs online), in microseconds
+                learnt = {key.removeprefix("costs."): value for key, value in counters.items() if key.startswith("costs.")}
             rows.append(summarize(label, workload, passes[label], by_source))
+            if learnt and workload == "all":
+                rows[-1]["learnt_costs"] = learnt
     return rows
 
 

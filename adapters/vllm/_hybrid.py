@@ -117,6 +117,13 @@ class HybridOverlay(EngineDrafting):
                 costs.observe_draft("neural", max(0.0, seconds - costs.step_overhead()))
             else:
                 costs.observe_overhead(seconds)
+            # what was learnt, in the stats (microseconds): a one-token engine step, the head's whole
+            # pass beyond the overhead, and the overhead; plus the steps the batch check declined the pass
+            counters = self.counters
+            counters["costs.step_us"] = round(costs.verify_time(1, 0) * 1e6)
+            counters["costs.neural_us"] = round(costs.draft_time("neural", 1, 0, 0.0) * 1e6)
+            counters["costs.overhead_us"] = round(costs.step_overhead() * 1e6)
+            counters["costs.shared_pass_declined"] = int(getattr(self.guard.proposer, "shared_pass_declined", 0))
         except Exception as error:  # noqa: BLE001 - a cost fault must not reach vLLM
             self.guard.record_fault("the overlay's step costs", error, "this step's times are not learnt")
 

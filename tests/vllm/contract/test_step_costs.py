@@ -86,6 +86,9 @@ def test_a_head_whose_pass_costs_more_than_it_gains_is_declined_once_timed():
     costs = overlay.step_costs
     assert costs.draft_time("neural", 3, 0, 0.0) == pytest.approx(8 * VERIFY_S, rel=0.1)
     assert costs.verify_time(1, 0) == pytest.approx(VERIFY_S)
+    # what was learnt is in the stats, in microseconds
+    assert overlay.counters["costs.step_us"] == round(VERIFY_S * 1e6)
+    assert overlay.counters["costs.neural_us"] == pytest.approx(8 * VERIFY_S * 1e6, rel=0.1)
     assert overlay.counters["faults"] == 0
 
 
