@@ -75,6 +75,11 @@ class HybridOverlay(EngineDrafting):
         self.step_costs = OnlineCostModel(name="vllm-online") if settings.step_costs == "online" else None
         self._returned_at: float | None = None  # when the last drafting call returned to vLLM
         self.clock: Callable[[], float] = time.perf_counter  # what times are read from (tests set their own)
+        # the first whole pass and first drafting call pay vLLM's one-time setup (seconds on a CPU): not learnt
+        self._untimed = {"whole_pass": True, "call": True}
+        #: tokens of vLLM's drafter pass when a row takes its draft (the method's neural_max_tokens, at
+        #: most the step's K): lookups draft up to K while the head runs only as far as it is asked
+        self.neural_tokens = _positive_int(settings.options.get("neural_max_tokens"))
         super().__init__(create_method(settings, self.engine_drafts, self.step_costs), **stats_options(settings))
         log.info("specplug %s overlay on vLLM's %s drafts, options %s", settings.method, neural_name, settings.options)
 
@@ -111,6 +116,8 @@ class HybridOverlay(EngineDrafting):
             costs = self.step_costs
             if verified_tokens is not None:
                 costs.observe(int(verified_tokens), seconds)
+            elif self._untimed["whole_pass" if whole_pass else "call"]:
+                self._untimed["whole_pass" if whole_pass else "call"] = False
             elif self.unused_neural_pass == "full":  # the pass runs every step: taking its draft adds nothing
                 costs.observe_overhead(seconds)
             elif whole_pass:
@@ -139,7 +146,10 @@ class HybridOverlay(EngineDrafting):
         if self.unused_neural_pass == "full":
             self.counters["neural_pass.full"] += 1
             return self._overlay(runner, num_tokens, sampled_token_ids, neural_pass(num_tokens))
-        neural = _NeuralPass(neural_pass, num_tokens)
+        head_tokens = num_tokens
+        if self.neural_tokens and isinstance(sampled_token_ids, list):  # lists: a draft of any length goes
+            head_tokens = min(num_tokens, self.neural_tokens)
+        neural = _NeuralPass(neural_pass, head_tokens)
         faults = self.guard.counters["faults"]
         try:
             new_tokens, lengths = self._new_tokens(runner, sampled_token_ids)
@@ -238,6 +248,10 @@ class _NeuralPass:
     def raise_engine_error(self) -> None:
         if self._error is not None:
             raise self._error
+
+
+def _positive_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _padded_rows(rows: list[list[int]], count: int) -> list[list[int]]:

@@ -171,3 +171,16 @@ def test_a_shared_pass_is_priced_once_against_the_rows_that_take_it():
 
 def test_a_shared_pass_that_serves_enough_rows_is_run():
     assert first_step(Head("eagle"), {"a": NOVEL, "b": [n + 50 for n in NOVEL]}) == ["eagle", "eagle"]
+
+
+def test_the_heads_pass_runs_only_as_far_as_it_is_asked_while_lookups_draft_up_to_k():
+    overlay, run, asked = overlay_over_a_head(pass_s=0.2 * VERIFY_S, neural_max_tokens=2)
+    assert run(5) == [2] * 5 and set(asked) == {2}  # K = 3, the head's pass at its 2 tokens
+
+
+def test_the_first_whole_pass_pays_vllms_setup_and_is_not_learnt():
+    overlay, run, _ = overlay_over_a_head(pass_s=0.2 * VERIFY_S)
+    run(1)
+    assert overlay.step_costs.draft_time("neural", 3, 0, 0.0) == 0.0  # one pass: not yet timed
+    run(1)
+    assert overlay.step_costs.draft_time("neural", 3, 0, 0.0) == pytest.approx(0.2 * VERIFY_S, rel=0.2)
