@@ -57,6 +57,8 @@ METHODS: dict[str, dict | None] = {
     # runs its drafter at the shorter length the overlay asks for (dynamic K)
     "specplug.hybrid (trained head, lookups at K)": {"method": "specplug.hybrid", "neural": "eagle",
                                                      "model": str(EAGLE_HEAD)},
+    "specplug.hybrid (trained head, lookups at K, skip)": {"method": "specplug.hybrid", "neural": "eagle",
+                                                           "model": str(EAGLE_HEAD), "unused_neural_pass": "skip"},
 }
 #: methods whose lookups draft up to --spec-tokens while the head is asked for --neural-tokens
 LOOKUPS_AT_K = {label for label in METHODS if "lookups at K" in label}
