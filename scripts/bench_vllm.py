@@ -59,6 +59,8 @@ METHODS: dict[str, dict | None] = {
                                                      "model": str(EAGLE_HEAD)},
     "specplug.hybrid (trained head, lookups at K, skip)": {"method": "specplug.hybrid", "neural": "eagle",
                                                            "model": str(EAGLE_HEAD), "unused_neural_pass": "skip"},
+    "specplug.hybrid (trained head, lookups at K, explore 0)": {"method": "specplug.hybrid", "neural": "eagle",
+                                                                "model": str(EAGLE_HEAD), "explore": 0.0},
 }
 #: methods whose lookups draft up to --spec-tokens while the head is asked for --neural-tokens
 LOOKUPS_AT_K = {label for label in METHODS if "lookups at K" in label}
