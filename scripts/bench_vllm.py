@@ -53,9 +53,19 @@ METHODS: dict[str, dict | None] = {
                                              "unused_neural_pass": "skip"},
     "specplug.hybrid (trained head, full)": {"method": "specplug.hybrid", "neural": "eagle", "model": str(EAGLE_HEAD),
                                              "unused_neural_pass": "full"},
+    # the hybrid at the lookups' K (--spec-tokens), the head's pass at --neural-tokens (neural_max_tokens): vLLM
+    # runs its drafter at the shorter length the overlay asks for (dynamic K)
+    "specplug.hybrid (trained head, lookups at K)": {"method": "specplug.hybrid", "neural": "eagle",
+                                                     "model": str(EAGLE_HEAD)},
+    "specplug.hybrid (trained head, lookups at K, skip)": {"method": "specplug.hybrid", "neural": "eagle",
+                                                           "model": str(EAGLE_HEAD), "unused_neural_pass": "skip"},
+    "specplug.hybrid (trained head, lookups at K, explore 0)": {"method": "specplug.hybrid", "neural": "eagle",
+                                                                "model": str(EAGLE_HEAD), "explore": 0.0},
 }
+#: methods whose lookups draft up to --spec-tokens while the head is asked for --neural-tokens
+LOOKUPS_AT_K = {label for label in METHODS if "lookups at K" in label}
 #: methods whose K is --neural-tokens: a head's acceptance decays with depth, and each step costs a pass
-NEURAL = {label for label in METHODS if "(trained head" in label}
+NEURAL = {label for label in METHODS if "(trained head" in label} - LOOKUPS_AT_K
 #: --workload -> shipped prompt sets, taken in turn
 WORKLOADS = {"code-edit": ["code-edit"], "chat": ["spec-bench"], "agentic": ["agentic"],
              "mixed": ["code-edit", "spec-bench", "agentic"]}
@@ -102,6 +112,8 @@ def build(label: str, args, stats_file: Path | None = None):
     spec = METHODS[label]
     if spec is not None:
         spec = {**spec, "num_speculative_tokens": args.neural_tokens if label in NEURAL else args.spec_tokens}
+        if label in LOOKUPS_AT_K:
+            spec["neural_max_tokens"] = args.neural_tokens
     extra = {"specplug": {"stats_file": str(stats_file), "stats_interval": 0}} if stats_file else {}
     return LLM(model=str(MODEL), dtype="float32", enforce_eager=True, max_model_len=2048, max_num_seqs=1,
                seed=0, speculative_config=spec, disable_log_stats=False, additional_config=extra)
@@ -165,7 +177,7 @@ def run_all(labels: list[str], rounds, args) -> list[dict]:
     params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens)
     engines, stats_files = {}, {}
     for label in labels:
-        if label.startswith("specplug.") and label in NEURAL and args.stats_dir:  # drafts by source
+        if label.startswith("specplug.") and "(trained head" in label and args.stats_dir:  # drafts by source
             stats_files[label] = args.stats_dir / (re.sub(r"[^a-z0-9.]+", "_", label).strip("_") + ".json")
         engines[label] = build(label, args, stats_files.get(label))
         engines[label].chat([warm_up_chat()], params, use_tqdm=False)
@@ -179,7 +191,7 @@ def run_all(labels: list[str], rounds, args) -> list[dict]:
     rows = []
     for workload in workloads:
         for label in labels:
-            by_source = {}
+            by_source, learnt = {}, {}
             if label in stats_files:
                 from specplug_adapters.vllm import read_stats
 
@@ -188,7 +200,11 @@ def run_all(labels: list[str], rounds, args) -> list[dict]:
                 # what the head did per step: its whole pass, its first forward only, or nothing
                 by_source |= {"head " + key.removeprefix("neural_pass."): value
                               for key, value in counters.items() if key.startswith("neural_pass.")}
+                # what the overlay learnt of this engine's costs (step_costs online), in microseconds
+                learnt = {key.removeprefix("costs."): value for key, value in counters.items() if key.startswith("costs.")}
             rows.append(summarize(label, workload, passes[label], by_source))
+            if learnt and workload == "all":
+                rows[-1]["learnt_costs"] = learnt
     return rows
 
 
@@ -209,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    if any(label in NEURAL for label in args.methods) and not (EAGLE_HEAD / "model.safetensors").is_file():
+    if any("(trained head" in label for label in args.methods) and not (EAGLE_HEAD / "model.safetensors").is_file():
         parser.error(f"{EAGLE_HEAD} is missing: run scripts/setup_vllm.sh (it installs the trained EAGLE head)")
     if args.stats_dir:
         args.stats_dir.mkdir(parents=True, exist_ok=True)

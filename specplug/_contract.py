@@ -524,6 +524,10 @@ class Proposer(abc.ABC):
     #: token); an engine's MTP/EAGLE head drafts its full length anyway, so asking it for all of
     #: it is free: a composite's ``neural_probe`` default follows this
     shorter_drafts_save: ClassVar[bool] = False
+    #: whether one pass of it drafts every row of an engine step (an engine's MTP/EAGLE head over
+    #: the batch): its cost is paid once per step if any row takes its draft, so a composite with a
+    #: cost model prices that pass once against the rows that chose it
+    shared_pass: ClassVar[bool] = False
     #: whether :meth:`propose_alternatives` can give more than one branch (an engine that verifies
     #: draft trees asks only such proposers; the others' single draft comes through the batch path)
     proposes_alternatives: ClassVar[bool] = False

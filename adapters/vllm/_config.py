@@ -19,6 +19,7 @@ from typing import Any
 
 import specplug
 from specplug import InvalidOptionError, Proposer, UnknownMethodError
+from specplug.cost import OnlineCostModel
 from specplug.engine import StandInDrafter, capabilities_of, create_for_engine, methods_composing_engine_drafter
 
 __all__ = [
@@ -42,9 +43,12 @@ SECTION = "specplug"
 #: the custom_class drafter that runs every lookup method
 DRAFTER_PATH = "specplug_adapters.vllm.SpecplugDrafter"
 #: keys of the specplug section that configure the adapter rather than the method
-ADAPTER_KEYS = frozenset({"method", "neural", "stats_file", "stats_interval", "unused_neural_pass"})
+ADAPTER_KEYS = frozenset({"method", "neural", "stats_file", "stats_interval", "unused_neural_pass", "step_costs"})
 #: what vLLM's neural drafter does on a step where no row takes its draft (the overlay's setting)
 UNUSED_NEURAL_PASSES = ("fill", "skip", "full")
+#: where the overlay's method gets its cost model when the options give none: ``online``, learnt from
+#: this engine's own step and drafter times; ``off``, the method's own default (hybrid: none)
+STEP_COSTS = ("online", "off")
 #: vLLM methods whose drafts a composing method (``specplug.hybrid``) can overlay: the model's own drafter
 NEURAL_METHODS = ("mtp", "eagle", "eagle3", "draft_model")
 
@@ -77,6 +81,7 @@ class DrafterSettings:
         stats_file: str | None = None,
         stats_interval: float = 30.0,
         unused_neural_pass: str = "fill",
+        step_costs: str = "online",
     ) -> None:
         self.method = method
         self.options = options
@@ -84,6 +89,7 @@ class DrafterSettings:
         self.stats_file = stats_file
         self.stats_interval = stats_interval
         self.unused_neural_pass = unused_neural_pass
+        self.step_costs = step_costs
 
     def __repr__(self) -> str:
         return f"DrafterSettings(method={self.method!r}, options={self.options!r}, neural={self.neural!r})"
@@ -113,21 +119,31 @@ def read_settings(additional_config: Mapping[str, Any] | None, default_method: s
             f"additional_config['{SECTION}']['unused_neural_pass'] = {unused!r} is not valid; use one of "
             + ", ".join(UNUSED_NEURAL_PASSES)
         )
+    step_costs = section.get("step_costs", "online")
+    if step_costs not in STEP_COSTS:
+        raise InvalidOptionError(
+            f"additional_config['{SECTION}']['step_costs'] = {step_costs!r} is not valid; use one of "
+            + ", ".join(STEP_COSTS)
+        )
     neural = section.get("neural")
     options = {key: value for key, value in section.items() if key not in ADAPTER_KEYS}
     return DrafterSettings(method, options, neural=neural, stats_file=stats_file, stats_interval=float(interval),
-                           unused_neural_pass=unused)
+                           unused_neural_pass=unused, step_costs=step_costs)
 
 
-def create_method(settings: DrafterSettings, engine_drafter: Proposer | None = None) -> Proposer:
-    """Create the configured specplug proposer; ``engine_drafter`` is vLLM's own drafter where the method composes it."""
+def create_method(
+    settings: DrafterSettings, engine_drafter: Proposer | None = None, step_costs: object | None = None
+) -> Proposer:
+    """Create the configured specplug proposer; ``engine_drafter`` is vLLM's own drafter where the method
+    composes it, ``step_costs`` the cost model the overlay measures (for a method's cost option left unset)."""
     hint = (
         f"{PREFIX}{settings.method} overlays lookup drafts on the model's own MTP/EAGLE/draft-model drafts, "
         "so it cannot run as a custom_class drafter; use --speculative-config "
         f"'{{\"method\": \"{PREFIX}{settings.method}\", ...}}' with the specplug vLLM plugin enabled"
     )
     return create_for_engine(
-        settings.method, settings.options, engine_drafter=engine_drafter, engine="a vLLM custom_class drafter",
+        settings.method, settings.options, engine_drafter=engine_drafter, step_costs=step_costs,
+        engine="a vLLM custom_class drafter",
         hint=hint,
     )
 
@@ -186,7 +202,8 @@ def translate(
         spec["model"] = DRAFTER_PATH
     settings = read_settings({SECTION: section})
     # options checked here, once; a stand-in takes the place of the model's drafter, which does not exist yet
-    create_method(settings, StandInDrafter() if composes else None)
+    create_method(settings, StandInDrafter() if composes else None,
+                  OnlineCostModel() if composes and settings.step_costs == "online" else None)
     extra[SECTION] = section
     return spec, extra
 

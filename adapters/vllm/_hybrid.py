@@ -19,17 +19,28 @@ The counters say what vLLM's drafter did each step: ``neural_pass.full`` (its wh
 - ``"skip"``: nothing; cheapest, but the drafter's KV cache misses those positions for the rest
   of the request (its later drafts attend to stale entries there);
 - ``"full"``: its whole pass every step before the method decides (the first overlay's way).
+
+With ``step_costs = "online"`` (the default) a method that takes a cost model and was given none
+gets an :class:`~specplug.cost.OnlineCostModel` learnt from this engine's own times: the time
+between two drafting calls is the engine's step over the scheduled tokens (the verification,
+observed only on steps that start no request); the overlay's own time on a step where vLLM's
+drafter did not run its whole pass is the overhead every step pays (the method, the ``fill``
+forward); on a step where it did, what it took beyond that overhead is the neural draft's cost.
+So the hybrid chooses the head's draft only where its expected tokens pay for its pass on this
+machine, and the composite prices that pass once per batch step (``EngineDrafts.shared_pass``).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from specplug import InvalidOptionError
+from specplug.cost import OnlineCostModel
 from specplug.engine import EngineDrafting, EngineDrafts, capabilities_of, methods_composing_engine_drafter
 from specplug_adapters.vllm._config import PREFIX, create_method, read_settings
 from specplug_adapters.vllm._stats import LOGGER_NAME, stats_options
@@ -60,11 +71,71 @@ class HybridOverlay(EngineDrafting):
                         "(unused_neural_pass = 'full')", data_parallel)
             self.unused_neural_pass = "full"
         self.engine_drafts = EngineDrafts(str(neural_name))
-        super().__init__(create_method(settings, self.engine_drafts), **stats_options(settings))
+        #: the engine's step and drafter times, learnt here; None when the setting is off
+        self.step_costs = OnlineCostModel(name="vllm-online") if settings.step_costs == "online" else None
+        self._returned_at: float | None = None  # when the last drafting call returned to vLLM
+        self.clock: Callable[[], float] = time.perf_counter  # what times are read from (tests set their own)
+        # the first whole pass and first drafting call pay vLLM's one-time setup (seconds on a CPU): not learnt
+        self._untimed = {"whole_pass": True, "call": True}
+        #: tokens of vLLM's drafter pass when a row takes its draft (the method's neural_max_tokens, at
+        #: most the step's K): lookups draft up to K while the head runs only as far as it is asked
+        self.neural_tokens = _positive_int(settings.options.get("neural_max_tokens"))
+        super().__init__(create_method(settings, self.engine_drafts, self.step_costs), **stats_options(settings))
         log.info("specplug %s overlay on vLLM's %s drafts, options %s", settings.method, neural_name, settings.options)
 
-    def apply(self, runner: Any, num_tokens: int, sampled_token_ids: Any, neural_pass: Callable[[int], Any]) -> Any:
+    def apply(
+        self, runner: Any, num_tokens: int, sampled_token_ids: Any, neural_pass: Callable[[int], Any],
+        verified_tokens: int | None = None,
+    ) -> Any:
         """The step's drafts: the method's choice, with vLLM's drafter run as the setting says.
+
+        ``verified_tokens``: the tokens the engine's step just ran over (None: a step not to learn
+        its time from, e.g. one that started a request); with ``step_costs`` online, the step's
+        time and the overlay's own are learnt.
+        """
+        started = self.clock()
+        if self.step_costs is not None and verified_tokens and self._returned_at is not None:
+            self._learn_costs(started - self._returned_at, verified_tokens=verified_tokens)
+        passes: list[int] = []
+
+        def timed_pass(tokens: int) -> Any:
+            passes.append(tokens)
+            return neural_pass(tokens)
+
+        try:
+            return self._apply(runner, num_tokens, sampled_token_ids, timed_pass)
+        finally:
+            self._returned_at = self.clock()
+            if self.step_costs is not None:
+                self._learn_costs(self._returned_at - started, whole_pass=any(passes))
+
+    def _learn_costs(self, seconds: float, *, whole_pass: bool = False, verified_tokens: int | None = None) -> None:
+        """What the engine's step over ``verified_tokens`` took, or this step's drafting call: overhead,
+        or (with vLLM's whole pass) the neural draft."""
+        try:
+            costs = self.step_costs
+            if verified_tokens is not None:
+                costs.observe(int(verified_tokens), seconds)
+            elif self._untimed["whole_pass" if whole_pass else "call"]:
+                self._untimed["whole_pass" if whole_pass else "call"] = False
+            elif self.unused_neural_pass == "full":  # the pass runs every step: taking its draft adds nothing
+                costs.observe_overhead(seconds)
+            elif whole_pass:
+                costs.observe_draft("neural", max(0.0, seconds - costs.step_overhead()))
+            else:
+                costs.observe_overhead(seconds)
+            # what was learnt, in the stats (microseconds): a one-token engine step, the head's whole
+            # pass beyond the overhead, and the overhead; plus the steps the batch check declined the pass
+            counters = self.counters
+            counters["costs.step_us"] = round(costs.verify_time(1, 0) * 1e6)
+            counters["costs.neural_us"] = round(costs.draft_time("neural", 1, 0, 0.0) * 1e6)
+            counters["costs.overhead_us"] = round(costs.step_overhead() * 1e6)
+            counters["costs.shared_pass_declined"] = int(getattr(self.guard.proposer, "shared_pass_declined", 0))
+        except Exception as error:  # noqa: BLE001 - a cost fault must not reach vLLM
+            self.guard.record_fault("the overlay's step costs", error, "this step's times are not learnt")
+
+    def _apply(self, runner: Any, num_tokens: int, sampled_token_ids: Any, neural_pass: Callable[[int], Any]) -> Any:
+        """:meth:`apply` without the timing.
 
         ``neural_pass(k)`` runs vLLM's own drafting at draft length ``k`` and returns its drafts
         (a ``[batch, k]`` tensor or lists). ``sampled_token_ids`` are CPU lists when vLLM drafts
@@ -75,7 +146,10 @@ class HybridOverlay(EngineDrafting):
         if self.unused_neural_pass == "full":
             self.counters["neural_pass.full"] += 1
             return self._overlay(runner, num_tokens, sampled_token_ids, neural_pass(num_tokens))
-        neural = _NeuralPass(neural_pass, num_tokens)
+        head_tokens = num_tokens
+        if self.neural_tokens and isinstance(sampled_token_ids, list):  # lists: a draft of any length goes
+            head_tokens = min(num_tokens, self.neural_tokens)
+        neural = _NeuralPass(neural_pass, head_tokens)
         faults = self.guard.counters["faults"]
         try:
             new_tokens, lengths = self._new_tokens(runner, sampled_token_ids)
@@ -174,6 +248,10 @@ class _NeuralPass:
     def raise_engine_error(self) -> None:
         if self._error is not None:
             raise self._error
+
+
+def _positive_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _padded_rows(rows: list[list[int]], count: int) -> list[list[int]]:

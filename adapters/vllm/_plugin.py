@@ -184,11 +184,20 @@ def _install_hybrid(module: Any) -> None:
             return original(self, output, sampled_token_ids, *args, **kwargs)
 
         # the method decides first; vLLM's drafter runs when a row asks for its draft
-        return overlay.apply(self, num_tokens, sampled_token_ids, neural_pass)
+        return overlay.apply(self, num_tokens, sampled_token_ids, neural_pass, _verified_tokens(scheduler_output))
 
     setattr(propose_draft_token_ids, _MARK, True)
     runner_class.propose_draft_token_ids = propose_draft_token_ids
     mark_installed("hybrid")
+
+
+def _verified_tokens(scheduler_output: Any) -> int | None:
+    """The tokens the step just ran over, for learning its time; None on a step that started a
+    request (its prefill, and the idle time before it, are no verification step)."""
+    if getattr(scheduler_output, "scheduled_new_reqs", None):
+        return None
+    tokens = getattr(scheduler_output, "total_num_scheduled_tokens", None)
+    return tokens if isinstance(tokens, int) and tokens > 0 else None
 
 
 def _with_draft_length(scheduler_output: Any, tokens: int) -> Any:

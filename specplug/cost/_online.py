@@ -32,7 +32,8 @@ class OnlineCostModel:
     """Verification time per batch size as the median of the last ``window`` observations.
 
     ``observe()`` takes one step's time (forward pass plus sampling, whatever the adapter can
-    time between two drafting calls); ``observe_draft()`` the drafter's own time. The
+    time between two drafting calls); ``observe_draft()`` the drafter's own time (what drafting
+    with it adds to a step); ``observe_overhead()`` what every step pays beside them. The
     ``CostModel`` methods then price any batch size, seen or not. A step time is the same
     whatever the KV cache holds: on one request the cache grows slowly next to the batch
     effect, and recent observations follow it.
@@ -63,6 +64,8 @@ class OnlineCostModel:
         # medians kept as observations arrive (the cost model is read many times a step, written once)
         self._medians = np.full(max_batched_tokens + 1, np.nan)  # per batch size; NaN: not seen yet
         self._draft_medians = dict.fromkeys(DRAFT_KINDS, 0.0)
+        self._overheads: deque[float] = deque(maxlen=window)
+        self._overhead = 0.0
         self._table: np.ndarray | None = None  # per batch size, rebuilt after an observation
 
     # ------------------------------------------------------------------ learning
@@ -80,6 +83,13 @@ class OnlineCostModel:
             self._drafts[kind].append(seconds)
             self._draft_medians[kind] = statistics.median(self._drafts[kind])
 
+    def observe_overhead(self, seconds: float) -> None:
+        """A step spent ``seconds`` outside the verification and the drafters that a choice adds or
+        saves (an adapter's own work that every step pays, whatever is drafted)."""
+        if seconds >= 0:
+            self._overheads.append(seconds)
+            self._overhead = statistics.median(self._overheads)
+
     def observations(self, batched_tokens: int) -> int:
         """How many recent steps of this size the estimate rests on."""
         return len(self._steps[batched_tokens]) if 1 <= batched_tokens < len(self._steps) else 0
@@ -94,7 +104,7 @@ class OnlineCostModel:
         return self._draft_medians[kind] if draft_tokens else 0.0
 
     def step_overhead(self) -> float:
-        return 0.0
+        return self._overhead
 
     def _estimates(self) -> np.ndarray:
         if self._table is not None:

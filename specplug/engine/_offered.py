@@ -35,6 +35,8 @@ class EngineDrafts(Proposer):
     """
 
     draft_kind = "neural"
+    #: the engine's drafter runs once for the whole batch, whichever rows take its drafts
+    shared_pass = True
 
     def __init__(self, name: str = "neural") -> None:
         super().__init__()

@@ -171,7 +171,7 @@ def choose_rows(
     lengths: np.ndarray, steps: np.ndarray, own_drafted: np.ndarray, own_accepted: np.ndarray,
     pooled_drafted: np.ndarray, pooled_accepted: np.ndarray, meta: np.ndarray, waiting: np.ndarray, count: np.ndarray,
     choice: np.ndarray, cut: np.ndarray, asked: np.ndarray, expected: np.ndarray, other_expected: np.ndarray,
-    confirmed_cut: np.ndarray, confirmed_expected: np.ndarray,
+    confirmed_cut: np.ndarray, confirmed_expected: np.ndarray, fallback: np.ndarray, hopeful: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """Per row, in order: score its waiting drafts on its new tokens (where ``extended``), then,
     where ``limits`` > 0, choose: ``choice`` (see :data:`NOT_DRAFTED`), ``cut`` (tokens kept of
@@ -181,6 +181,11 @@ def choose_rows(
 
     ``lookup_tokens`` [lookup, row, position] hold the lookups' drafts of this step, already
     made; each is queued for scoring here.
+
+    By cost, a row that chose a neural part also gets, for a check over the whole batch (a
+    drafter whose one pass serves every row, ``Proposer.shared_pass``): ``fallback[row]``, its
+    best choice without the neural part (choice, cut, expected), and ``hopeful[row]``, the cut
+    and the expectation, exploration bonus included, that the neural part won by.
     """
     prior, weight, explore, decay = params[0], params[1], params[2], params[3]
     min_gain, margin = params[4], params[5]
@@ -267,7 +272,13 @@ def choose_rows(
                 best_rate, neural = rate, ni
         if neural < 0:
             continue
+        fallback[row, 0], fallback[row, 1], fallback[row, 2] = choice[row], cut[row], expected[row]
         track = neural_tracks[neural]
+        longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
+        _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
+                 prior, weight, explore, steps[0], p_neural)
+        _, hopeful_k, hopeful_value = _best_cut(p_neural, longest, step_times[with_neural])
+        hopeful[row, 0], hopeful[row, 1] = hopeful_k, hopeful_value
         longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
         chained_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
                   prior, weight, p_neural)

@@ -129,6 +129,10 @@ class CompositeProposer(Proposer):
         self._no_times = np.zeros((1, len(_KINDS), 1))
         self._times_key: tuple[object, int] | None = None  # (cost model, batch size) of _times_args
         self._times_args: tuple[np.ndarray, ...] = ()
+        # neural parts whose one pass drafts every row of a step: priced once per batch (_price_shared_passes)
+        self._shared_passes = np.array([bool(getattr(self.parts[index], "shared_pass", False))
+                                        for index in choosing.neurals], dtype=np.bool_)
+        self.shared_pass_declined = 0  # steps on which the batch check sent a neural part's takers back
         self._step_count = np.zeros(1, dtype=np.int64)  # drafting steps, all requests: the exploration bonus grows with it
 
     @property
@@ -258,6 +262,8 @@ class CompositeProposer(Proposer):
             sources.append(got.sources)
         extended = offsets[1:] > offsets[:-1]
         chosen = self._choose(slots, new_tokens, offsets, extended, limits, tokens, lengths, self._bands(scores, lengths, limits))
+        if self._shared_passes.any() and self.choosing.cost is not None and rows:
+            self._price_shared_passes(slots, lengths, chosen)
         choice, _, asked = chosen[0], chosen[1], chosen[2]
         n_neurals, n_lookups = len(self.choosing.neurals), len(self.choosing.lookups)
         neural_tokens = np.zeros((n_neurals, rows, self.positions), dtype=np.int64)
@@ -281,6 +287,39 @@ class CompositeProposer(Proposer):
                                   out_lengths, out_scores)
         sources_of_rows = self._sources(choice, continued_by, sources, neural_sources)
         return BatchDrafts(out_tokens, out_lengths, accepted, sources_of_rows, out_scores, out_neural)
+
+    def _price_shared_passes(self, slots: np.ndarray, lookup_lengths: np.ndarray, chosen: tuple[np.ndarray, ...]) -> None:
+        """Each row chose as if the whole batch drafted alike, so a neural part whose one pass serves
+        every row (``shared_pass``: an engine's MTP/EAGLE head) was charged that pass against the
+        gains of all rows. Here the pass is priced once against the rows that actually chose it: when
+        the step's expected tokens per second are higher with none of them taking it (each on its
+        best other choice, or plain decoding), they fall back and the pass is not run."""
+        choice, cut, asked, expected, _, _, _, fallback, hopeful = chosen
+        cost = self.choosing.cost
+        lookups = len(self.choosing.lookups)
+        kv = int(self._lengths[slots].sum())
+        drafting = choice >= 0
+        base_kinds = ("lookup",) if lookup_lengths.any() else ()
+        for ni in np.flatnonzero(self._shared_passes).tolist():
+            takers = choice == lookups + ni
+            if not takers.any():
+                continue
+            others = drafting & ~takers
+            other_tokens = float(cut[others].sum())
+            other_gain = float(expected[others].sum())
+            rows = len(choice)
+            with_tokens = rows + other_tokens + float(hopeful[takers, 0].sum())
+            with_gain = rows + other_gain + float(hopeful[takers, 1].sum())
+            without_tokens = rows + other_tokens + float(fallback[takers, 1].sum())
+            without_gain = rows + other_gain + float(fallback[takers, 2].sum())
+            with_time = _step_time(cost, int(with_tokens), kv, (*base_kinds, "neural"), int(asked[takers].sum()))
+            without_time = _step_time(cost, int(without_tokens), kv, base_kinds, 0)
+            if without_gain * with_time >= with_gain * without_time:  # the pass does not pay for the batch
+                choice[takers] = fallback[takers, 0].astype(np.int64)
+                cut[takers] = fallback[takers, 1].astype(np.int64)
+                expected[takers] = fallback[takers, 2]
+                asked[takers] = 0
+                self.shared_pass_declined += 1
 
     @property
     def _observes(self) -> bool:
@@ -335,14 +374,16 @@ class CompositeProposer(Proposer):
         lookups = len(self.choosing.lookups)
         confirmed_cut = np.zeros((rows, lookups), dtype=np.int64)
         confirmed_expected = np.zeros((rows, lookups))
+        fallback = np.zeros((rows, 3))
+        hopeful = np.zeros((rows, 2))
         _choice.choose_rows(
             slots, new_tokens, offsets, extended, limits, tokens, lengths, bands, self._lookup_tracks,
             self._neural_tracks, longest, times, self._params, self._flags, self._lengths, self._step_count,
             self._own_drafted, self._own_accepted, self._pooled_drafted, self._pooled_accepted,
             waiting.meta, waiting.tokens, waiting.count,
-            choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected,
+            choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected, fallback, hopeful,
         )  # fmt: skip
-        return choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected
+        return choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected, fallback, hopeful
 
     def _finish(
         self, slots: np.ndarray, chosen: tuple[np.ndarray, ...], tokens: np.ndarray, lengths: np.ndarray,
@@ -354,7 +395,7 @@ class CompositeProposer(Proposer):
         out_scores = np.zeros(rows)
         out_neural = np.zeros(rows, dtype=np.bool_)
         continued_by = np.zeros(rows, dtype=np.int64)
-        choice, cut, _, expected, other_expected, confirmed_cut, confirmed_expected = chosen
+        choice, cut, _, expected, other_expected, confirmed_cut, confirmed_expected = chosen[:7]
         waiting = self._waiting
         _choice.finish_rows(
             slots, choice, cut, expected, other_expected, confirmed_cut, confirmed_expected, tokens, lengths,
@@ -435,6 +476,13 @@ class CompositeProposer(Proposer):
             for request_id, slot in self._slot.items()
         }
         return self._pooled_drafted.copy(), self._pooled_accepted.copy(), own
+
+
+def _step_time(cost: CostModel, batched_tokens: int, kv_tokens: int, kinds: tuple[str, ...], draft_tokens: int) -> float:
+    """One step of the batch as it would run: ``batched_tokens`` verified, each drafter in ``kinds`` run once."""
+    verify = cost.verify_time(batched_tokens, kv_tokens)
+    drafting = sum(cost.draft_time(kind, max(draft_tokens, 1), kv_tokens, verify) for kind in kinds)
+    return verify + drafting + cost.step_overhead()
 
 
 def _linear_coefficients(cost: LinearCostModel, batch: int) -> tuple[np.ndarray, ...]:

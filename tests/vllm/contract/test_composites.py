@@ -105,7 +105,7 @@ def test_the_overlay_runs_the_relay_on_vllms_drafts_with_the_batch_size(relay_di
 
 def test_the_overlay_runs_the_hybrid_on_lists_with_the_batch_size():
     batch, runner = two_rows()
-    overlay = HybridOverlay(overlay_config({"method": "hybrid", "lookup": "ngram", "margin": 100.0}))
+    overlay = HybridOverlay(overlay_config({"method": "hybrid", "lookup": "ngram", "margin": 100.0, "step_costs": "off"}))
     sampled = [batch.append(0, [1]), batch.append(1, [9])]
     assert overlay.apply(runner, 3, sampled, lambda k: [[50, 51, 52][:k], [60, 61, 62][:k]]) == [[2, 3, 4], [8, 7, 9]]
     assert overlay.guard.proposer.batch_size == 2 and overlay.counters["faults"] == 0

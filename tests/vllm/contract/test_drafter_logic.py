@@ -287,6 +287,7 @@ def test_engine_drafts_and_overlay_on_lists_and_padded_tensors():
     runner = Runner(input_batch=batch, requests={"a", "b"}, discard_request_mask=None)
     config = SimpleNamespace(
         additional_config={"specplug": {"method": "hybrid", "neural": "mtp", "lookup": "ngram", "margin": 100.0,
+                                        "step_costs": "off",
                                         "unused_neural_pass": "full"}},
         speculative_config=SimpleNamespace(method="mtp"),
     )
@@ -365,6 +366,8 @@ def two_row_overlay(**section) -> tuple[Batch, Runner, HybridOverlay]:
     batch.add("a", [1, 2, 3, 4] * 6)
     batch.add("b", [9, 8, 7] * 6)
     runner = Runner(input_batch=batch, requests={"a", "b"}, discard_request_mask=None)
+    # by expected accepted tokens (margin decides): no cost model learnt from times here (test_step_costs.py)
+    section = {"step_costs": "off", **section}
     config = SimpleNamespace(additional_config={"specplug": {"method": "hybrid", "neural": "eagle", "lookup": "ngram",
                                                              **section}},
                              speculative_config=SimpleNamespace(method="eagle"))

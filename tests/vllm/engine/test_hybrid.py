@@ -40,8 +40,11 @@ def test_trained_eagle_head_alone(plain, chats):
 
 
 def test_hybrid_over_trained_eagle(plain, chats, stats_path):
+    # by expected accepted tokens (no cost model: step_costs off), so that both parts draft whatever this
+    # machine's costs; the default, costs learnt online, is the next test
     speculative = {"method": "specplug.hybrid", "neural": "eagle", "model": eagle_head_dir(), "num_speculative_tokens": K}
-    with engine(speculative, {"specplug": {"stats_file": str(stats_path), "stats_interval": 0}}) as llm:
+    settings = {"stats_file": str(stats_path), "stats_interval": 0, "step_costs": "off"}
+    with engine(speculative, {"specplug": settings}) as llm:
         spec = llm.llm_engine.vllm_config.speculative_config
         assert (spec.method, spec.disable_padded_drafter_batch) == ("eagle", True)
         run = generate(llm, chats)
@@ -58,6 +61,23 @@ def test_hybrid_over_trained_eagle(plain, chats, stats_path):
     # only its first forward (KV cache kept filled, draft length 0) on the others
     passes = {key: value for key, value in stats["counters"].items() if key.startswith("neural_pass.")}
     assert passes.get("neural_pass.full", 0) > 0 and passes.get("neural_pass.fill", 0) > 0, passes
+
+
+def test_hybrid_over_trained_eagle_learns_this_machines_costs(plain, chats, stats_path):
+    """The default (``step_costs`` online): the overlay times vLLM's steps and the head's pass, and the
+    hybrid takes the head's draft only where its expected tokens pay for the pass."""
+    speculative = {"method": "specplug.hybrid", "neural": "eagle", "model": eagle_head_dir(), "num_speculative_tokens": K}
+    with engine(speculative, {"specplug": {"stats_file": str(stats_path), "stats_interval": 0}}) as llm:
+        run = generate(llm, chats)
+    assert_same_output(plain, run, "specplug.hybrid over the trained eagle head, costs learnt online")
+    stats = read_stats(stats_path)
+    counters = stats["counters"]
+    print(f"hybrid over the trained head, costs learnt: {run.metrics} {counters}")
+    assert counters.get("faults", 0) == 0, counters
+    # it learnt a step's time and the head's pass (untimed at first, the head is tried, so timed)
+    assert counters["costs.step_us"] > 0 and counters["costs.neural_us"] > 0, counters
+    sources = drafted(counters)
+    assert sources.get("eagle", 0) > 0 and sources.get("suffix", 0) > 0, sources
 
 
 def test_adaptive_chooses_among_the_trained_eagle_head_and_a_lookup(plain, chats, stats_path):
