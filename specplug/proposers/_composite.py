@@ -28,6 +28,7 @@ from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestI
 from specplug._cost._linear import CostModel, LinearCostModel
 from specplug._cost._steps import _draft_coefficients, _verify_coefficients, spec_step_times
 from specplug.proposers import _choice, _row_drafts
+from specplug.proposers._choose_step import choose_batch
 from specplug.proposers._parts import BANDS, PositionStats, checked_batch_size, estimate, optimism, score_bands_of_rows
 from specplug.proposers._pending import PendingTable
 from specplug.proposers._row_drafts import RowDraft, RowDrafts
@@ -127,6 +128,9 @@ class CompositeProposer(Proposer):
         self._pooled_drafted = np.zeros((tracks, BANDS, positions))
         self._pooled_accepted = np.zeros((tracks, BANDS, positions))
         self._no_times = np.zeros((1, len(_KINDS), 1))
+        self._no_neurals = np.zeros(0, dtype=np.int64)
+        self._no_coefficients = _linear_coefficients(None, 1)  # without a cost model: never read
+        self._chosen = _ChoiceArrays(len(choosing.lookups), positions)  # the batch choice's outputs, kept between steps
         self._times_key: tuple[object, int] | None = None  # (cost model, batch size) of _times_args
         self._times_args: tuple[np.ndarray, ...] = ()
         # neural parts whose one pass drafts every row of a step: priced once per batch (_price_shared_passes)
@@ -260,8 +264,7 @@ class CompositeProposer(Proposer):
             lengths[li] = got.lengths
             scores[li] = got.scores
             sources.append(got.sources)
-        extended = offsets[1:] > offsets[:-1]
-        chosen = self._choose(slots, new_tokens, offsets, extended, limits, tokens, lengths, self._bands(scores, lengths, limits))
+        chosen = self._choose_batch(slots, new_tokens, offsets, limits, tokens, lengths, scores)
         if self._shared_passes.any() and self.choosing.cost is not None and rows:
             self._price_shared_passes(slots, lengths, chosen)
         choice, _, asked = chosen[0], chosen[1], chosen[2]
@@ -352,6 +355,39 @@ class CompositeProposer(Proposer):
     @staticmethod
     def _bands(scores: np.ndarray, lengths: np.ndarray, limits: np.ndarray) -> np.ndarray:
         return score_bands_of_rows(scores, lengths, limits) if len(scores) else lengths.copy()
+
+    def _choose_batch(
+        self, slots: np.ndarray, new_tokens: np.ndarray, offsets: np.ndarray, limits: np.ndarray, tokens: np.ndarray,
+        lengths: np.ndarray, scores: np.ndarray,
+    ) -> tuple[np.ndarray, ...]:
+        """What :meth:`_choose` gives for a batch step, in one kernel (``_choose_step``) with the
+        linear cost model or none; any other model prices its steps in Python, so :meth:`_choose`."""
+        cost = self.choosing.cost
+        if cost is not None and not isinstance(cost, LinearCostModel):
+            extended = offsets[1:] > offsets[:-1]
+            return self._choose(slots, new_tokens, offsets, extended, limits, tokens, lengths, self._bands(scores, lengths, limits))
+        rows = len(slots)
+        waiting = self._waiting
+        if rows:  # as _choose
+            waiting.make_room(int(waiting.count[slots].max()) + len(self.choosing.lookups) + 2)
+        if cost is None:
+            coefficients = self._no_coefficients
+        else:
+            key = (cost, self.batch_size)
+            if self._times_key != key:
+                self._times_key, self._times_args = key, _linear_coefficients(cost, self.batch_size)
+            coefficients = self._times_args
+        longest = np.array([self._neural_longest(index) for index in self.choosing.neurals], dtype=np.int64) \
+            if len(self.choosing.neurals) else self._no_neurals
+        chosen = self._chosen.rows(rows)
+        choose_batch(
+            slots, new_tokens, offsets, limits, tokens, lengths, scores, np.log2(1.0 + np.fmax(scores, 0.0)),
+            self._lookup_tracks, self._neural_tracks, longest, self.batch_size, *coefficients, self._params, self._flags,
+            self._lengths, self._step_count, self._own_drafted, self._own_accepted, self._pooled_drafted,
+            self._pooled_accepted, waiting.meta, waiting.tokens, waiting.count, self._chosen.bands(rows), self._chosen.times,
+            *chosen,
+        )  # fmt: skip
+        return chosen
 
     def _choose(
         self, slots: np.ndarray, new_tokens: np.ndarray, offsets: np.ndarray, extended: np.ndarray, limits: np.ndarray,
@@ -478,6 +514,34 @@ class CompositeProposer(Proposer):
         return self._pooled_drafted.copy(), self._pooled_accepted.copy(), own
 
 
+class _ChoiceArrays:
+    """The batch choice's outputs (as :meth:`CompositeProposer._choose` returns them) and scratch,
+    kept between steps and grown with the batch: a step's views of them are valid until the next
+    step (``choose_batch`` zeroes each row before it writes)."""
+
+    def __init__(self, lookups: int, positions: int) -> None:
+        self.lookups, self.capacity = lookups, 0
+        self.times = np.zeros((1, len(_KINDS), positions + 1))
+        self._grow(8)
+
+    def _grow(self, rows: int) -> None:
+        self.capacity, lookups = rows, self.lookups
+        self.choice, self.cut, self.asked = (np.zeros(rows, dtype=np.int64) for _ in range(3))
+        self.expected, self.other_expected = np.zeros(rows), np.zeros(rows)
+        self.confirmed_cut, self.confirmed_expected = np.zeros((rows, lookups), dtype=np.int64), np.zeros((rows, lookups))
+        self.fallback, self.hopeful = np.zeros((rows, 3)), np.zeros((rows, 2))
+        self._bands = np.zeros(lookups * rows, dtype=np.int64)  # flat: a step's [lookup, row] view stays contiguous
+
+    def rows(self, rows: int) -> tuple[np.ndarray, ...]:
+        if rows > self.capacity:
+            self._grow(max(rows, 2 * self.capacity))
+        return (self.choice[:rows], self.cut[:rows], self.asked[:rows], self.expected[:rows], self.other_expected[:rows],
+                self.confirmed_cut[:rows], self.confirmed_expected[:rows], self.fallback[:rows], self.hopeful[:rows])
+
+    def bands(self, rows: int) -> np.ndarray:
+        return self._bands[: self.lookups * rows].reshape(self.lookups, rows)
+
+
 def _step_time(cost: CostModel, batched_tokens: int, kv_tokens: int, kinds: tuple[str, ...], draft_tokens: int) -> float:
     """One step of the batch as it would run: ``batched_tokens`` verified, each drafter in ``kinds`` run once."""
     verify = cost.verify_time(batched_tokens, kv_tokens)
@@ -485,12 +549,14 @@ def _step_time(cost: CostModel, batched_tokens: int, kv_tokens: int, kinds: tupl
     return verify + drafting + cost.step_overhead()
 
 
-def _linear_coefficients(cost: LinearCostModel, batch: int) -> tuple[np.ndarray, ...]:
+def _linear_coefficients(cost: LinearCostModel | None, batch: int) -> tuple[np.ndarray, ...]:
     """:func:`linear_step_times`'s arguments after ``batch``: the verify terms, and per drafter
     kind (_KINDS) its drafters' KV and fixed terms, their count, its verify fraction and its per
     draft token × batch, summed in the order ``spec_step_times`` sums them."""
-    v_kv, v_tok, v_fixed, overhead = _verify_coefficients(cost)
     kinds = len(_KINDS)
+    if cost is None:  # no cost model: the arguments' shapes, for a kernel that prices nothing
+        return np.zeros(4), np.zeros((kinds, 2)), np.zeros((kinds, 2)), np.zeros(kinds, dtype=np.int64), np.ones(kinds), np.zeros(kinds)
+    v_kv, v_tok, v_fixed, overhead = _verify_coefficients(cost)
     kind_kv, kind_fixed = np.zeros((kinds, 2)), np.zeros((kinds, 2))
     kind_terms, fractions, per_token = np.zeros(kinds, dtype=np.int64), np.ones(kinds), np.zeros(kinds)
     for at, names in enumerate(_KINDS):

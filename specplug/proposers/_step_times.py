@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["linear_step_times"]
+__all__ = ["linear_step_times", "row_step_times"]
 
 
 @njit(cache=True)
@@ -23,16 +23,22 @@ def linear_step_times(contexts, batch, verify, kind_kv, kind_fixed, kind_terms, 
     drafters' (per KV token, fixed) terms (``kind_terms`` of them), its verify fraction and its
     per draft token × batch.
     """
-    v_kv, v_tok_batch, v_fixed, overhead = verify[0], verify[1], verify[2], verify[3]
     for row in range(len(contexts)):
-        kv = np.float64(batch * contexts[row])
-        base = v_kv * kv + v_fixed
-        for kind in range(out.shape[1]):
-            fixed = overhead
-            for term in range(kind_terms[kind]):
-                fixed = fixed + (kind_kv[kind, term] * kv + kind_fixed[kind, term])
-            fraction, slope = fractions[kind], per_token[kind]
-            for length in range(out.shape[2]):
-                at = np.float64(length)
-                time = base + v_tok_batch * (at + 1.0)
-                out[row, kind, length] = time * fraction + fixed + slope * at
+        row_step_times(contexts[row], batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token, out[row])
+
+
+@njit(cache=True)
+def row_step_times(context, batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token, out):
+    """One row of :func:`linear_step_times`: ``out[kind, length]`` at ``context``."""
+    v_kv, v_tok_batch, v_fixed, overhead = verify[0], verify[1], verify[2], verify[3]
+    kv = np.float64(batch * context)
+    base = v_kv * kv + v_fixed
+    for kind in range(out.shape[0]):
+        fixed = overhead
+        for term in range(kind_terms[kind]):
+            fixed = fixed + (kind_kv[kind, term] * kv + kind_fixed[kind, term])
+        fraction, slope = fractions[kind], per_token[kind]
+        for length in range(out.shape[1]):
+            at = np.float64(length)
+            time = base + v_tok_batch * (at + 1.0)
+            out[kind, length] = time * fraction + fixed + slope * at
