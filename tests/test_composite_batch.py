@@ -195,3 +195,80 @@ def test_the_batch_score_bands_are_score_bands_own() -> None:
         expected = score_bands(scores, lengths, limits[np.newaxis, :])
         got = score_bands_of_rows(scores, lengths, limits)
         assert got.dtype == expected.dtype and got.tolist() == expected.tolist()
+
+
+_CHOICE_STATE = ("_lengths", "_step_count", "_own_drafted", "_own_accepted", "_pooled_drafted", "_pooled_accepted")
+
+
+def _choice_state(composite) -> list[np.ndarray]:
+    waiting = composite._waiting
+    return [getattr(composite, name).copy() for name in _CHOICE_STATE] + [
+        waiting.meta.copy(), waiting.tokens.copy(), waiting.count.copy()
+    ]
+
+
+def _set_choice_state(composite, state: list[np.ndarray]) -> None:
+    for name, array in zip(_CHOICE_STATE, state):
+        getattr(composite, name)[...] = array
+    waiting = composite._waiting
+    waiting.meta[...], waiting.tokens[...], waiting.count[...] = state[-3:]
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_the_one_kernel_choice_equals_bands_step_times_and_choose_rows(config, monkeypatch):
+    """``_choose_step.choose_batch`` (bands, step times and choice in one call, outputs kept between
+    steps) against the functions it replaced on the batch path (``score_bands_of_rows``,
+    ``linear_step_times``, ``_choice.choose_rows`` through ``_choose``): at every step of a long
+    batch run, both from the same state, every output and everything they change equal element
+    by element."""
+    from specplug.proposers._composite import CompositeProposer
+
+    one_kernel = CompositeProposer._choose_batch
+    compared = {"rows": 0, "chosen_lookup": 0, "chosen_neural": 0, "priced": 0}
+
+    def both(self, slots, new_tokens, offsets, limits, tokens, lengths, scores):
+        # the old path first, on a copy of the state; then the one kernel from the same state
+        room = int(self._waiting.count[slots].max()) + len(self.choosing.lookups) + 2 if len(slots) else 0
+        self._waiting.make_room(room)  # both paths make this room first: grow before the snapshot
+        before = _choice_state(self)
+        extended = offsets[1:] > offsets[:-1]
+        old = [array.copy() for array in self._choose(slots, new_tokens, offsets, extended, limits, tokens, lengths,
+                                                      self._bands(scores, lengths, limits))]
+        old_state = _choice_state(self)
+        _set_choice_state(self, before)
+        new = one_kernel(self, slots, new_tokens, offsets, limits, tokens, lengths, scores)
+        for name, a, b in zip(("choice", "cut", "asked", "expected", "other_expected", "confirmed_cut",
+                               "confirmed_expected", "fallback", "hopeful"), old, new):
+            assert a.dtype == b.dtype and a.shape == b.shape and a.tolist() == b.tolist(), name
+        for name, a, b in zip((*_CHOICE_STATE, "meta", "waiting", "count"), old_state, _choice_state(self)):
+            assert a.tolist() == b.tolist(), name
+        choice = new[0]
+        compared["rows"] += len(slots)
+        compared["chosen_lookup"] += int(((choice >= 0) & (choice < len(self.choosing.lookups))).sum())
+        compared["chosen_neural"] += int((choice >= len(self.choosing.lookups)).sum())
+        compared["priced"] += self.choosing.cost is not None
+        return new
+
+    monkeypatch.setattr(CompositeProposer, "_choose_batch", both)
+    composite = CONFIGS[config]()
+    rng = np.random.default_rng(11)
+    text = np.tile(rng.integers(0, 12, size=40), 30)
+    ids = list(range(13))
+    position = {rid: 3 * rid + 20 for rid in ids}
+    composite.step_batch(BatchStep.of([], [], [], started=[(rid, text[: position[rid]].tolist()) for rid in ids]))
+    new = {rid: [] for rid in ids}
+    for step in range(50):
+        rows = [rid for rid in ids if step % 3 or rid % 2]  # some steps leave rows out
+        limits = [int(rng.integers(0, 8)) for _ in rows]  # 0: tokens only, no draft
+        got = composite.step_batch(BatchStep.of(rows, [new[rid] for rid in rows], limits))
+        for row, rid in enumerate(rows):
+            draft = got.tokens[row, : got.lengths[row]].tolist()
+            truth = text[position[rid] : position[rid] + len(draft) + 1].tolist()
+            keep = 0
+            while keep < len(draft) and draft[keep] == truth[keep] and rng.random() < 0.9:
+                keep += 1
+            new[rid] = draft[:keep] + [int(truth[keep])]
+            position[rid] += keep + 1
+    assert compared["rows"] > 500 and compared["chosen_lookup"] > 0
+    if config != "adaptive":
+        assert compared["chosen_neural"] > 0
