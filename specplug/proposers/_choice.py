@@ -187,7 +187,12 @@ def choose_rows(
     best choice without the neural part (choice, cut, expected), and ``hopeful[row]``, the cut
     and the expectation, exploration bonus included, that the neural part won by.
     """
-    confirmed, positions = flags[1], own_drafted.shape[3]
+    prior, weight, explore, decay = params[0], params[1], params[2], params[3]
+    min_gain, margin = params[4], params[5]
+    lookup_weight = params[6]
+    by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
+    positions = own_drafted.shape[3]
+    n_lookups, n_neurals = len(lookup_tracks), len(neural_tracks)
     p_lookup = np.empty(positions)
     p_neural = np.empty(positions)
     p_confirmed = np.empty(positions)
@@ -203,124 +208,103 @@ def choose_rows(
         if row + 1 < rows:
             _prefetch_row(slots[row + 1], row + 1, True, lookup_tracks, lookup_bands, neural_tracks, confirmed,
                           own_drafted, own_accepted, meta, waiting, count)
-        _choose_row(
-            row, extended[row], times, row, slots, new_tokens, offsets, limits, lookup_tokens, lookup_lengths, lookup_bands,
-            lookup_tracks, neural_tracks, neural_longest, params, flags, lengths, steps, own_drafted, own_accepted,
-            pooled_drafted, pooled_accepted, meta, waiting, count, choice, cut, asked, expected, other_expected,
-            confirmed_cut, confirmed_expected, fallback, hopeful, p_lookup, p_neural, p_confirmed, towards,
-        )  # fmt: skip
-
-
-@njit(cache=True)
-def _choose_row(
-    row, is_extended, times, time_row, slots, new_tokens, offsets, limits, lookup_tokens, lookup_lengths, lookup_bands,
-    lookup_tracks, neural_tracks, neural_longest, params, flags, lengths, steps, own_drafted, own_accepted,
-    pooled_drafted, pooled_accepted, meta, waiting, count, choice, cut, asked, expected, other_expected,
-    confirmed_cut, confirmed_expected, fallback, hopeful, p_lookup, p_neural, p_confirmed, towards,
-) -> None:  # pragma: no cover - compiled
-    # one row of choose_rows (and of _choose_step.choose_batch), its step times times[time_row]
-    prior, weight, explore, decay = params[0], params[1], params[2], params[3]
-    min_gain, margin = params[4], params[5]
-    lookup_weight = params[6]
-    by_cost, confirmed, probe = flags[0] == 1, flags[1], flags[2] == 1
-    positions = own_drafted.shape[3]
-    n_lookups, n_neurals = len(lookup_tracks), len(neural_tracks)
-    slot = slots[row]
-    own_d, own_a = own_drafted[slot], own_accepted[slot]
-    begin, end = offsets[row], offsets[row + 1]
-    if is_extended:
-        score_pending(
-            slot, new_tokens, begin, end, lengths[slot], meta, waiting, count,
-            own_d, own_a, pooled_drafted, pooled_accepted, decay,
-        )
-        lengths[slot] += end - begin
-    limit = limits[row]
-    choice[row] = NOT_DRAFTED
-    if limit <= 0:
-        return
-    steps[0] += 1
-    at = lengths[slot]
-    drafted_any = False
-    for li in range(n_lookups):  # lookups are cheap: each drafted, and is scored whether chosen or not
-        n = lookup_lengths[li, row]
-        add_pending(meta, waiting, count, slot, lookup_tracks[li], lookup_bands[li, row], lookup_tokens[li, row], n, at, True)
-        drafted_any = drafted_any or n > 0
-    if not by_cost:  # the hybrid without a cost model: expected accepted tokens, lookup against neural
-        track, band, n = lookup_tracks[0], lookup_bands[0, row], lookup_lengths[0, row]
-        chained_estimate(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
-                  prior, weight, p_lookup)
-        track = neural_tracks[0]
+        slot = slots[row]
+        own_d, own_a = own_drafted[slot], own_accepted[slot]
+        begin, end = offsets[row], offsets[row + 1]
+        if extended[row]:
+            score_pending(
+                slot, new_tokens, begin, end, lengths[slot], meta, waiting, count,
+                own_d, own_a, pooled_drafted, pooled_accepted, decay,
+            )
+            lengths[slot] += end - begin
+        limit = limits[row]
+        choice[row] = NOT_DRAFTED
+        if limit <= 0:
+            continue
+        steps[0] += 1
+        at = lengths[slot]
+        drafted_any = False
+        for li in range(n_lookups):  # lookups are cheap: each drafted, and is scored whether chosen or not
+            n = lookup_lengths[li, row]
+            add_pending(meta, waiting, count, slot, lookup_tracks[li], lookup_bands[li, row], lookup_tokens[li, row], n, at, True)
+            drafted_any = drafted_any or n > 0
+        if not by_cost:  # the hybrid without a cost model: expected accepted tokens, lookup against neural
+            track, band, n = lookup_tracks[0], lookup_bands[0, row], lookup_lengths[0, row]
+            chained_estimate(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
+                      prior, weight, p_lookup)
+            track = neural_tracks[0]
+            _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
+                     prior, weight, explore, steps[0], p_neural)
+            longest = min(limit, neural_longest[0]) if neural_longest[0] > 0 else limit
+            lookup_expected = _expected(p_lookup, n)
+            neural_expected = _expected(p_neural, longest)
+            if n > 0 and lookup_expected >= neural_expected - margin:
+                choice[row], cut[row], expected[row] = 0, n, lookup_expected
+            else:
+                choice[row], asked[row], cut[row] = n_lookups, longest, longest
+                expected[row], other_expected[row] = neural_expected, lookup_expected
+            continue
+        # by cost: the most expected tokens per second, plain decoding included (choose_by_cost)
+        ran = KIND_LOOKUP if drafted_any else KIND_PLAIN
+        with_neural = KIND_LOOKUP_NEURAL if drafted_any else KIND_NEURAL
+        step_times = times[row]
+        best_rate = (1.0 + min_gain) / step_times[ran, 0]
+        choice[row] = EMPTY
+        expected[row] = 0.0
+        for li in range(n_lookups):
+            n = lookup_lengths[li, row]
+            if n == 0:
+                continue
+            track, band = lookup_tracks[li], lookup_bands[li, row]
+            _chained_estimate_weighted(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
+                                       prior, weight, lookup_weight, p_lookup)
+            rate, k, value = _best_cut(p_lookup, n, step_times[ran])
+            if rate > best_rate:
+                best_rate, choice[row], cut[row], expected[row] = rate, li, k, value
+        neural = -1
+        for ni in range(n_neurals):
+            track = neural_tracks[ni]
+            longest = min(limit, neural_longest[ni]) if neural_longest[ni] > 0 else limit
+            _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
+                     prior, weight, explore, steps[0], p_neural)
+            rate = _best_cut(p_neural, longest, step_times[with_neural])[0]
+            if rate > best_rate:
+                best_rate, neural = rate, ni
+        if neural < 0:
+            continue
+        fallback[row, 0], fallback[row, 1], fallback[row, 2] = choice[row], cut[row], expected[row]
+        track = neural_tracks[neural]
+        longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
         _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
                  prior, weight, explore, steps[0], p_neural)
-        longest = min(limit, neural_longest[0]) if neural_longest[0] > 0 else limit
-        lookup_expected = _expected(p_lookup, n)
-        neural_expected = _expected(p_neural, longest)
-        if n > 0 and lookup_expected >= neural_expected - margin:
-            choice[row], cut[row], expected[row] = 0, n, lookup_expected
-        else:
-            choice[row], asked[row], cut[row] = n_lookups, longest, longest
-            expected[row], other_expected[row] = neural_expected, lookup_expected
-        return
-    # by cost: the most expected tokens per second, plain decoding included (choose_by_cost)
-    ran = KIND_LOOKUP if drafted_any else KIND_PLAIN
-    with_neural = KIND_LOOKUP_NEURAL if drafted_any else KIND_NEURAL
-    step_times = times[time_row]
-    best_rate = (1.0 + min_gain) / step_times[ran, 0]
-    choice[row] = EMPTY
-    expected[row] = 0.0
-    for li in range(n_lookups):
-        n = lookup_lengths[li, row]
-        if n == 0:
+        _, hopeful_k, hopeful_value = _best_cut(p_neural, longest, step_times[with_neural])
+        hopeful[row, 0], hopeful[row, 1] = hopeful_k, hopeful_value
+        longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
+        chained_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
+                  prior, weight, p_neural)
+        rate, k, value = _best_cut(p_neural, longest, step_times[with_neural])
+        # probing, the part drafts all it can and the tokens past the cut are scored too
+        choice[row], cut[row], expected[row] = n_lookups + neural, k, value
+        asked[row] = longest if probe else k
+        if confirmed < 0:
             continue
-        track, band = lookup_tracks[li], lookup_bands[li, row]
-        _chained_estimate_weighted(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
-                                   prior, weight, lookup_weight, p_lookup)
-        rate, k, value = _best_cut(p_lookup, n, step_times[ran])
-        if rate > best_rate:
-            best_rate, choice[row], cut[row], expected[row] = rate, li, k, value
-    neural = -1
-    for ni in range(n_neurals):
-        track = neural_tracks[ni]
-        longest = min(limit, neural_longest[ni]) if neural_longest[ni] > 0 else limit
-        _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                 prior, weight, explore, steps[0], p_neural)
-        rate = _best_cut(p_neural, longest, step_times[with_neural])[0]
-        if rate > best_rate:
-            best_rate, neural = rate, ni
-    if neural < 0:
-        return
-    fallback[row, 0], fallback[row, 1], fallback[row, 2] = choice[row], cut[row], expected[row]
-    track = neural_tracks[neural]
-    longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
-    _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-             prior, weight, explore, steps[0], p_neural)
-    _, hopeful_k, hopeful_value = _best_cut(p_neural, longest, step_times[with_neural])
-    hopeful[row, 0], hopeful[row, 1] = hopeful_k, hopeful_value
-    longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
-    chained_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-              prior, weight, p_neural)
-    rate, k, value = _best_cut(p_neural, longest, step_times[with_neural])
-    # probing, the part drafts all it can and the tokens past the cut are scored too
-    choice[row], cut[row], expected[row] = n_lookups + neural, k, value
-    asked[row] = longest if probe else k
-    if confirmed < 0:
-        return
-    # should a lookup's longer draft continue the neural one: priced by what such confirmed
-    # drafts have shown (before any: the better part per position)
-    for li in range(n_lookups):
-        n = lookup_lengths[li, row]
-        confirmed_cut[row, li] = 0
-        if n == 0:
-            continue
-        lookup_track, band = lookup_tracks[li], lookup_bands[li, row]
-        _chained_estimate_weighted(own_d[lookup_track, band], own_a[lookup_track, band], pooled_drafted[lookup_track, band],
-                                   pooled_accepted[lookup_track, band], prior, weight, lookup_weight, p_lookup)
-        for j in range(positions):
-            towards[j] = max(p_lookup[j], p_neural[j])
-        _estimate_towards(own_d[confirmed, 0], own_a[confirmed, 0], pooled_drafted[confirmed, 0],
-                          pooled_accepted[confirmed, 0], towards, weight, p_confirmed)
-        rate, k, value = _best_cut(p_confirmed, n, step_times[KIND_LOOKUP_NEURAL])
-        confirmed_cut[row, li], confirmed_expected[row, li] = k, value
+        # should a lookup's longer draft continue the neural one: priced by what such confirmed
+        # drafts have shown (before any: the better part per position)
+        for li in range(n_lookups):
+            n = lookup_lengths[li, row]
+            confirmed_cut[row, li] = 0
+            if n == 0:
+                continue
+            lookup_track, band = lookup_tracks[li], lookup_bands[li, row]
+            _chained_estimate_weighted(own_d[lookup_track, band], own_a[lookup_track, band], pooled_drafted[lookup_track, band],
+                                       pooled_accepted[lookup_track, band], prior, weight, lookup_weight, p_lookup)
+            for j in range(positions):
+                towards[j] = max(p_lookup[j], p_neural[j])
+            _estimate_towards(own_d[confirmed, 0], own_a[confirmed, 0], pooled_drafted[confirmed, 0],
+                              pooled_accepted[confirmed, 0], towards, weight, p_confirmed)
+            rate, k, value = _best_cut(p_confirmed, n, step_times[KIND_LOOKUP_NEURAL])
+            confirmed_cut[row, li], confirmed_expected[row, li] = k, value
+
 
 @njit(cache=True)
 def finish_rows(

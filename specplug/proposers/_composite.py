@@ -384,8 +384,7 @@ class CompositeProposer(Proposer):
             slots, new_tokens, offsets, limits, tokens, lengths, scores, np.log2(1.0 + np.fmax(scores, 0.0)),
             self._lookup_tracks, self._neural_tracks, longest, self.batch_size, *coefficients, self._params, self._flags,
             self._lengths, self._step_count, self._own_drafted, self._own_accepted, self._pooled_drafted,
-            self._pooled_accepted, waiting.meta, waiting.tokens, waiting.count, self._chosen.bands(rows), self._chosen.times,
-            *chosen,
+            self._pooled_accepted, waiting.meta, waiting.tokens, waiting.count, *self._chosen.scratch(rows), *chosen,
         )  # fmt: skip
         return chosen
 
@@ -520,8 +519,7 @@ class _ChoiceArrays:
     step (``choose_batch`` zeroes each row before it writes)."""
 
     def __init__(self, lookups: int, positions: int) -> None:
-        self.lookups, self.capacity = lookups, 0
-        self.times = np.zeros((1, len(_KINDS), positions + 1))
+        self.lookups, self.positions, self.capacity = lookups, positions, 0
         self._grow(8)
 
     def _grow(self, rows: int) -> None:
@@ -531,6 +529,8 @@ class _ChoiceArrays:
         self.confirmed_cut, self.confirmed_expected = np.zeros((rows, lookups), dtype=np.int64), np.zeros((rows, lookups))
         self.fallback, self.hopeful = np.zeros((rows, 3)), np.zeros((rows, 2))
         self._bands = np.zeros(lookups * rows, dtype=np.int64)  # flat: a step's [lookup, row] view stays contiguous
+        self.extended = np.zeros(rows, dtype=np.bool_)
+        self.times = np.zeros((rows, len(_KINDS), self.positions + 1))
 
     def rows(self, rows: int) -> tuple[np.ndarray, ...]:
         if rows > self.capacity:
@@ -538,8 +538,9 @@ class _ChoiceArrays:
         return (self.choice[:rows], self.cut[:rows], self.asked[:rows], self.expected[:rows], self.other_expected[:rows],
                 self.confirmed_cut[:rows], self.confirmed_expected[:rows], self.fallback[:rows], self.hopeful[:rows])
 
-    def bands(self, rows: int) -> np.ndarray:
-        return self._bands[: self.lookups * rows].reshape(self.lookups, rows)
+    def scratch(self, rows: int) -> tuple[np.ndarray, ...]:
+        """The score bands [lookup, row], which rows gained tokens, the step times [row, kind, length]."""
+        return self._bands[: self.lookups * rows].reshape(self.lookups, rows), self.extended[:rows], self.times[:rows]
 
 
 def _step_time(cost: CostModel, batched_tokens: int, kv_tokens: int, kinds: tuple[str, ...], draft_tokens: int) -> float:
