@@ -365,7 +365,8 @@ class CompositeProposer(Proposer):
         cost = self.choosing.cost
         if cost is not None and not isinstance(cost, LinearCostModel):
             extended = offsets[1:] > offsets[:-1]
-            return self._choose(slots, new_tokens, offsets, extended, limits, tokens, lengths, self._bands(scores, lengths, limits))
+            bands = self._bands(scores, lengths, limits)
+            return self._choose(slots, new_tokens, offsets, extended, limits, tokens, lengths, bands)
         rows = len(slots)
         waiting = self._waiting
         if rows:  # as _choose
@@ -556,7 +557,8 @@ def _linear_coefficients(cost: LinearCostModel | None, batch: int) -> tuple[np.n
     draft token × batch, summed in the order ``spec_step_times`` sums them."""
     kinds = len(_KINDS)
     if cost is None:  # no cost model: the arguments' shapes, for a kernel that prices nothing
-        return np.zeros(4), np.zeros((kinds, 2)), np.zeros((kinds, 2)), np.zeros(kinds, dtype=np.int64), np.ones(kinds), np.zeros(kinds)
+        no_terms = np.zeros(kinds, dtype=np.int64)
+        return np.zeros(4), np.zeros((kinds, 2)), np.zeros((kinds, 2)), no_terms, np.ones(kinds), np.zeros(kinds)
     v_kv, v_tok, v_fixed, overhead = _verify_coefficients(cost)
     kind_kv, kind_fixed = np.zeros((kinds, 2)), np.zeros((kinds, 2))
     kind_terms, fractions, per_token = np.zeros(kinds, dtype=np.int64), np.ones(kinds), np.zeros(kinds)
