@@ -279,7 +279,6 @@ def choose_rows(
                  prior, weight, explore, steps[0], p_neural)
         _, hopeful_k, hopeful_value = _best_cut(p_neural, longest, step_times[with_neural])
         hopeful[row, 0], hopeful[row, 1] = hopeful_k, hopeful_value
-        longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
         chained_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
                   prior, weight, p_neural)
         rate, k, value = _best_cut(p_neural, longest, step_times[with_neural])
