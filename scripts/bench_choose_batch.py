@@ -29,22 +29,11 @@ import numpy as np
 from specplug.proposers import _composite
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _before import module_at  # noqa: E402
 from bench_suffix_lockstep import _Stepper  # noqa: E402
 
 from specplug.lab._perf_batch import _create_method, _rows  # noqa: E402
 from specplug.proposers import _suffix_kernels as kernels  # noqa: E402
-
-
-def _module_at(commit: str, path: str, name: str, folder: Path) -> types.ModuleType:
-    """``path`` as it was at ``commit``, imported as ``name`` (its numba functions compile anew)."""
-    text = subprocess.run(["git", "show", f"{commit}:{path}"], capture_output=True, text=True, check=True).stdout
-    file = folder / f"{name}.py"
-    file.write_text(text)
-    spec = importlib.util.spec_from_file_location(name, file)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _old_choice(choice, step_times, parts):
@@ -123,9 +112,9 @@ def main() -> None:
     parser.add_argument("--composites", default="adaptive,hybrid")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        choice = _module_at(args.before, "specplug/proposers/_choice.py", "_choice_before", Path(folder))
-        step_times = _module_at(args.before, "specplug/proposers/_step_times.py", "_step_times_before", Path(folder))
-        parts = _module_at(args.before, "specplug/proposers/_parts.py", "_parts_before", Path(folder))
+        choice = module_at(args.before, "specplug/proposers/_choice.py", "_choice_before", Path(folder))
+        step_times = module_at(args.before, "specplug/proposers/_step_times.py", "_step_times_before", Path(folder))
+        parts = module_at(args.before, "specplug/proposers/_parts.py", "_parts_before", Path(folder))
         old = _old_choice(choice, step_times, parts)
         print("| workload | batch | proposer | before µs/row | after µs/row | before × suffix | after × suffix "
               "| choice before µs/row | choice after µs/row |")
