@@ -97,10 +97,10 @@ def ngram_lookup(tokens, length, positions, counts, min_n, min_hits):
 
 
 @njit(cache=True, inline="always")
-def _append_from(tokens, length, new_tokens, begin, count, positions, counts, used, min_n, homes, block_row):
-    """:func:`ngram_append` of ``new_tokens[begin : begin + count]``, each probe starting at its
-    home slot from ``homes[block_row]`` (hashed by :func:`_hash_row`; -1 there, or a negative
-    ``block_row``: hashed here)."""
+def _append_from(tokens, length, new_tokens, begin, count, positions, counts, used, min_n, homes, hashed):
+    """:func:`ngram_append` of ``new_tokens[begin : begin + count]``, the probes of the first
+    ``hashed`` ends starting at their home slots from ``homes`` (by :func:`_hash_row`; the
+    others hashed here)."""
     mask = positions.shape[1] - 1
     width = positions.shape[0]
     count_hits = counts.shape[1] > 0
@@ -111,8 +111,9 @@ def _append_from(tokens, length, new_tokens, begin, count, positions, counts, us
             n = min_n + row
             if end - n + 1 < 0:
                 break
-            home = homes[block_row, i * width + row] if block_row >= 0 and i < PREFETCH_TOKENS else -1
-            if home < 0:
+            if i < hashed:
+                home = homes[i * width + row]
+            else:
                 home = window_hash(tokens, end, n, NO_RING) & mask
             slot = _slot_from(tokens, positions[row], mask, end, n, home)
             if positions[row, slot] == EMPTY:
@@ -125,9 +126,9 @@ def _append_from(tokens, length, new_tokens, begin, count, positions, counts, us
 
 
 @njit(cache=True, inline="always")
-def _lookup_from(tokens, length, positions, counts, min_n, min_hits, homes, block_row, last):
-    """:func:`ngram_lookup`, each probe starting at its home slot from ``homes[block_row]`` (the
-    ``last``-th end's; see :func:`_append_from`)."""
+def _lookup_from(tokens, length, positions, counts, min_n, min_hits, homes, hashed, last):
+    """:func:`ngram_lookup`, its probes starting at their home slots from ``homes`` (the ``last``-th
+    end's) when that end was hashed (``last < hashed``; see :func:`_append_from`)."""
     mask = positions.shape[1] - 1
     width = positions.shape[0]
     count_hits = counts.shape[1] > 0
@@ -136,8 +137,9 @@ def _lookup_from(tokens, length, positions, counts, min_n, min_hits, homes, bloc
         n = min_n + row
         if end - n < 0:  # the suffix itself plus at least one earlier end position
             continue
-        home = homes[block_row, last * width + row] if block_row >= 0 and last <= PREFETCH_TOKENS else -1
-        if home < 0:
+        if last < hashed:
+            home = homes[last * width + row]
+        else:
             home = window_hash(tokens, end, n, NO_RING) & mask
         slot = _slot_from(tokens, positions[row], mask, end, n, home)
         stored = positions[row, slot]
@@ -151,9 +153,9 @@ def _lookup_from(tokens, length, positions, counts, min_n, min_hits, homes, bloc
 
 @njit(cache=True, inline="always")
 def _step_row(arrays, lengths, slot, new_tokens, begin, count, limit, min_n, min_hits, max_tokens,
-              drafts, draft_lengths, row, out, out_lengths, accepted, homes, block_row):
+              drafts, draft_lengths, row, out, out_lengths, accepted, homes, hashed):
     """One row of a batch step; False when its arrays have no room (it is left untouched).
-    ``homes[block_row]``: its probes' home slots (a negative ``block_row``: none, hashed here)."""
+    ``homes``: the home slots of its first ``hashed`` ends' probes (:func:`_hash_row`; 0: none)."""
     tokens, table, row_counts, row_used = arrays[slot]
     length = lengths[slot]
     out_lengths[row] = 0
@@ -165,11 +167,11 @@ def _step_row(arrays, lengths, slot, new_tokens, begin, count, limit, min_n, min
             return False
         accepted[row] = resolve(drafts, draft_lengths, slot, new_tokens, begin, count)
         length = _append_from(tokens, length, new_tokens, begin, count, table, row_counts, row_used, min_n,
-                              homes, block_row)
+                              homes, hashed)
         lengths[slot] = length
     if limit < 1:
         return True
-    start = _lookup_from(tokens, length, table, row_counts, min_n, min_hits, homes, block_row, count)
+    start = _lookup_from(tokens, length, table, row_counts, min_n, min_hits, homes, hashed, count)
     take = 0 if start < 0 else min(limit, max_tokens, length - start)
     for k in range(take):
         out[row, k] = tokens[start + k]
@@ -195,21 +197,20 @@ def _prefetch_tail(arrays, lengths, slot, drafts):
 
 
 @njit(cache=True, inline="always")
-def _hash_row(arrays, lengths, slot, new_tokens, begin, count, min_n, scratch, homes, block_row):
-    """Hash a row's probes once, ahead: ``homes[block_row, i * width + k]`` is the home slot of
-    the n-gram of n = min_n + k ending at the i-th end (i < count: the i-th insert's, i = count:
-    the look-up's), and its table slot is prefetched. -1 where not hashed (a row without room,
-    or beyond PREFETCH_TOKENS new tokens): the row hashes those itself. Home slots depend only
+def _hash_row(arrays, lengths, slot, new_tokens, begin, count, min_n, scratch, homes):
+    """Hash a row's probes once, ahead: ``homes[i * width + k]`` is the home slot of the n-gram
+    of n = min_n + k ending at the i-th end (i < count: the i-th insert's, i = count: the
+    look-up's), and its table slot is prefetched. Returns how many ends are hashed (0 for a row
+    without room; past PREFETCH_TOKENS new tokens the row hashes the rest itself); within them,
+    the n too long for the history are not hashed, and the row never probes them. Home slots depend only
     on the tokens and the table's size, which nothing changes before the row runs, so a row
     probes exactly as when it hashes alone. ``scratch`` holds the widest n-gram plus
     PREFETCH_TOKENS tokens."""
     tokens, table = arrays[slot][0], arrays[slot][1]
     length = lengths[slot]
     width = table.shape[0]
-    for j in range(homes.shape[1]):
-        homes[block_row, j] = -1
     if length + count > len(tokens):
-        return
+        return 0
     count = min(count, PREFETCH_TOKENS)
     kept = min(length, min_n + width - 1)  # tokens before the new ones in scratch
     for i in range(kept):
@@ -224,21 +225,23 @@ def _hash_row(arrays, lengths, slot, new_tokens, begin, count, min_n, scratch, h
             if e - n + 1 < 0:
                 break
             home = window_hash(scratch, e, n, NO_RING) & mask
-            homes[block_row, i * width + k] = home
+            homes[i * width + k] = home
             prefetch(table[k], home)
+    return count + 1  # the i-th end is length - 1 + i, an insert's or the look-up's alike
 
 
 @njit(cache=True, inline="always")
-def _prefetch_stored(arrays, lengths, slot, homes, block_row):
+def _prefetch_stored(arrays, lengths, slot, min_n, homes, hashed):
     """Start the misses of the tokens a row's home slots (prefetched before, cached now) point at:
     the n-gram comparisons and the draft's first tokens. A hint only."""
     tokens, table = arrays[slot][0], arrays[slot][1]
     length = lengths[slot]
     width = table.shape[0]
-    for j in range(homes.shape[1]):
-        home = homes[block_row, j]
-        if home >= 0:
-            position = table[j % width, home]
+    for i in range(hashed):
+        for k in range(width):
+            if length - 1 + i - (min_n + k) + 1 < 0:
+                break
+            position = table[k, homes[i * width + k]]
             if 0 <= position < length:
                 prefetch(tokens, position)
 
@@ -269,6 +272,7 @@ def ngram_step_batch(arrays, lengths, slots, new_tokens, offsets, limits, min_n,
         width = arrays[slots[0]][1].shape[0]
     scratch = np.empty(min_n + width - 1 + PREFETCH_TOKENS, dtype=np.int64)
     homes = np.empty((LOCKSTEP_ROWS, (PREFETCH_TOKENS + 1) * width), dtype=np.int64)
+    hashed = np.zeros(LOCKSTEP_ROWS, dtype=np.int64)
     for row in range(min(rows, LOCKSTEP_ROWS)):
         _prefetch_tail(arrays, lengths, slots[row], drafts)
     for first in range(0, rows, LOCKSTEP_ROWS):
@@ -277,16 +281,16 @@ def ngram_step_batch(arrays, lengths, slots, new_tokens, offsets, limits, min_n,
             _prefetch_tail(arrays, lengths, slots[row], drafts)
         for b in range(block):
             row = first + b
-            _hash_row(arrays, lengths, slots[row], new_tokens, offsets[row], offsets[row + 1] - offsets[row],
-                      min_n, scratch, homes, b)
+            hashed[b] = _hash_row(arrays, lengths, slots[row], new_tokens, offsets[row],
+                                  offsets[row + 1] - offsets[row], min_n, scratch, homes[b])
         for b in range(block):
-            _prefetch_stored(arrays, lengths, slots[first + b], homes, b)
+            _prefetch_stored(arrays, lengths, slots[first + b], min_n, homes[b], hashed[b])
         for b in range(block):
             row = first + b
             begin = offsets[row]
             if not _step_row(arrays, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
                              min_n, min_hits, max_tokens, drafts, draft_lengths, row, out, out_lengths, accepted,
-                             homes, b):
+                             homes[b], hashed[b]):
                 blocked[row] = True
                 stuck += 1
     return stuck
@@ -298,12 +302,12 @@ def ngram_step_batch_parallel(arrays, lengths, slots, new_tokens, offsets, limit
     """:func:`ngram_step_batch` with the rows spread over numba's threads (rows share no state;
     each hashes its own probes)."""
     stuck = 0
-    unhashed = np.empty((1, 0), dtype=np.int64)
+    unhashed = np.empty(0, dtype=np.int64)
     for row in prange(len(slots)):
         begin = offsets[row]
         if not _step_row(arrays, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
                          min_n, min_hits, max_tokens, drafts, draft_lengths, row, out, out_lengths, accepted,
-                         unhashed, -1):
+                         unhashed, 0):
             blocked[row] = True
             stuck += 1
     return stuck
