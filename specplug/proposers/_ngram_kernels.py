@@ -187,16 +187,6 @@ LOCKSTEP_ROWS = 8
 
 
 @njit(cache=True, inline="always")
-def _prefetch_tail(arrays, lengths, slot, drafts):
-    """Start the misses of a later row's token tail (the n-grams' last tokens, where its new
-    tokens go) and its row of last drafts (addresses known before the row runs)."""
-    tokens = arrays[slot][0]
-    at = min(max(lengths[slot] - 1, 0), len(tokens) - 1)
-    prefetch(tokens, at)
-    prefetch(drafts[slot], 0)
-
-
-@njit(cache=True, inline="always")
 def _hash_row(arrays, lengths, slot, new_tokens, begin, count, min_n, scratch, homes):
     """Hash a row's probes once, ahead: ``homes[i * width + k]`` is the home slot of the n-gram
     of n = min_n + k ending at the i-th end (i < count: the i-th insert's, i = count: the
@@ -230,22 +220,6 @@ def _hash_row(arrays, lengths, slot, new_tokens, begin, count, min_n, scratch, h
     return count + 1  # the i-th end is length - 1 + i, an insert's or the look-up's alike
 
 
-@njit(cache=True, inline="always")
-def _prefetch_stored(arrays, lengths, slot, min_n, homes, hashed):
-    """Start the misses of the tokens a row's home slots (prefetched before, cached now) point at:
-    the n-gram comparisons and the draft's first tokens. A hint only."""
-    tokens, table = arrays[slot][0], arrays[slot][1]
-    length = lengths[slot]
-    width = table.shape[0]
-    for i in range(hashed):
-        for k in range(width):
-            if length - 1 + i - (min_n + k) + 1 < 0:
-                break
-            position = table[k, homes[i * width + k]]
-            if 0 <= position < length:
-                prefetch(tokens, position)
-
-
 @njit(cache=True)
 def ngram_step_batch(arrays, lengths, slots, new_tokens, offsets, limits, min_n, min_hits, max_tokens,
                      drafts, draft_lengths, out, out_lengths, accepted, blocked):
@@ -261,9 +235,11 @@ def ngram_step_batch(arrays, lengths, slots, new_tokens, offsets, limits, min_n,
     see :func:`ngram_step_batch_parallel` for many rows on many cores.
 
     Rows go in blocks of ``LOCKSTEP_ROWS`` so that their misses overlap (_prefetch.py says
-    why): the next block's token tails are prefetched, then each row of this block hashes its
-    probes once (:func:`_hash_row`, prefetching their table slots), then the tokens those slots
-    point at are prefetched, then the rows run, probing from the hashed home slots.
+    why): each row of a block hashes its probes once (:func:`_hash_row`, prefetching their
+    table slots), then the rows run, probing from the hashed home slots. Fewer stages than
+    before measured cheaper: each stage re-reads the row's arrays from the typed list (~40 ns,
+    reference counts included), about what a prefetch of the token tail or of the tokens the
+    slots point at saves (docs/performance.md).
     """
     stuck = 0
     rows = len(slots)
@@ -273,18 +249,12 @@ def ngram_step_batch(arrays, lengths, slots, new_tokens, offsets, limits, min_n,
     scratch = np.empty(min_n + width - 1 + PREFETCH_TOKENS, dtype=np.int64)
     homes = np.empty((LOCKSTEP_ROWS, (PREFETCH_TOKENS + 1) * width), dtype=np.int64)
     hashed = np.zeros(LOCKSTEP_ROWS, dtype=np.int64)
-    for row in range(min(rows, LOCKSTEP_ROWS)):
-        _prefetch_tail(arrays, lengths, slots[row], drafts)
     for first in range(0, rows, LOCKSTEP_ROWS):
         block = min(LOCKSTEP_ROWS, rows - first)
-        for row in range(first + LOCKSTEP_ROWS, min(first + 2 * LOCKSTEP_ROWS, rows)):
-            _prefetch_tail(arrays, lengths, slots[row], drafts)
         for b in range(block):
             row = first + b
             hashed[b] = _hash_row(arrays, lengths, slots[row], new_tokens, offsets[row],
                                   offsets[row + 1] - offsets[row], min_n, scratch, homes[b])
-        for b in range(block):
-            _prefetch_stored(arrays, lengths, slots[first + b], min_n, homes[b], hashed[b])
         for b in range(block):
             row = first + b
             begin = offsets[row]
