@@ -242,31 +242,30 @@ def test_suffix_lockstep_kernel_equals_the_row_by_row_kernel_over_several_blocks
 
 
 @pytest.mark.parametrize("options", [{"min_n": 1, "max_n": 3}, {"min_n": 2, "max_n": 4, "min_hits": 2, "max_tokens": 5}])
-def test_ngram_lockstep_kernel_equals_the_row_by_row_kernel_over_several_blocks(options):
-    """The serial kernel hashes and prefetches the probes of ``LOCKSTEP_ROWS`` rows before they
-    run; the parallel one runs each row alone, hashing as it goes. Over batches of several blocks
-    (a last one part full), rows that ask for no draft, rows with more new tokens than are hashed
-    ahead, and arrays that outgrow their room (rows the kernel hands back), both give the same
-    drafts and acceptance, and both equal the per-request path."""
-    from specplug.proposers._ngram_kernels import LOCKSTEP_ROWS, PREFETCH_TOKENS
+def test_ngram_serial_kernel_equals_the_row_alone_kernel_over_many_rows(options):
+    """The serial kernel prefetches later rows' table slots while a row runs; the parallel one runs
+    each row alone. Over batches of many rows, rows that ask for no draft, rows with more new
+    tokens than are prefetched, and arrays that outgrow their room (rows the kernel hands back),
+    both give the same drafts and acceptance, and both equal the per-request path."""
+    from specplug.proposers._ngram_kernels import PREFETCH_TOKENS
 
-    lockstep = _batch_kernel_always(specplug.create("ngram", **options))
+    serial = _batch_kernel_always(specplug.create("ngram", **options))
     rows_alone = _parallel(specplug.create("ngram", **options))
     single = specplug.create("ngram", **options)
     rng = np.random.default_rng(12)
-    batch = 2 * LOCKSTEP_ROWS + 3
+    batch = 19
     ids = [f"r{row}" for row in range(batch)]
     prompts = [rng.integers(0, 4, size=int(rng.integers(1, 90))).tolist() for _ in ids]
-    for proposer in (lockstep, rows_alone):
+    for proposer in (serial, rows_alone):
         proposer.step_batch(BatchStep.of([], [], [], started=list(zip(ids, prompts))))
     for rid, prompt in zip(ids, prompts):
         single.start(rid, prompt)
-    at_start = [lockstep.state_nbytes(rid) for rid in ids]
+    at_start = [serial.state_nbytes(rid) for rid in ids]
     for _ in range(60):
         most = [PREFETCH_TOKENS + 6 if rng.random() < 0.1 else 12 for _ in ids]
         tokens = [rng.integers(0, 4, size=int(rng.integers(0, top))).tolist() for top in most]
         limits = rng.integers(0, 7, size=batch).tolist()
-        a = lockstep.step_batch(BatchStep.of(ids, tokens, limits))
+        a = serial.step_batch(BatchStep.of(ids, tokens, limits))
         b = rows_alone.step_batch(BatchStep.of(ids, tokens, limits))
         assert a.tokens.tolist() == b.tokens.tolist() and a.lengths.tolist() == b.lengths.tolist()
         assert a.accepted.tolist() == b.accepted.tolist()
@@ -276,7 +275,7 @@ def test_ngram_lockstep_kernel_equals_the_row_by_row_kernel_over_several_blocks(
                 assert int(a.accepted[row]) == accepted
             if limits[row]:
                 assert a.draft(row).tokens == single.propose(rid, limits[row]).tokens
-    at_end = [lockstep.state_nbytes(rid) for rid in ids]
+    at_end = [serial.state_nbytes(rid) for rid in ids]
     assert at_end == [single.state_nbytes(rid) for rid in ids]
     assert all(end > start for start, end in zip(at_start, at_end))  # every row outgrew its arrays
 
