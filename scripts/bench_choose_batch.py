@@ -30,7 +30,8 @@ from specplug.proposers import _composite
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _before import module_at  # noqa: E402
-from bench_suffix_lockstep import _Stepper  # noqa: E402
+from _paired_kernel import Stepper  # noqa: E402
+from bench_suffix_lockstep import KERNEL as SUFFIX_KERNEL  # noqa: E402
 
 from specplug.lab._perf_batch import _create_method, _rows  # noqa: E402
 from specplug.proposers import _suffix_kernels as kernels  # noqa: E402
@@ -72,7 +73,7 @@ def run(workload: str, batch: int, context: int, steps: int, k: int, skip: int, 
     rows = _rows(workload, context, batch, steps * (k + 1) + 1, seed=0)
     new_kernel = kernels.step_batch
     choice_times = {(name, label): [] for name in names for label in ("old", "new")}
-    subjects = {("suffix", "-"): _Stepper(_create_method("suffix"), new_kernel, rows, k)}
+    subjects = {("suffix", "-"): Stepper(SUFFIX_KERNEL, _create_method("suffix"), new_kernel, rows, k)}
     for name in names:
         for label in ("old", "new"):
             proposer = _create_method(name)
@@ -80,7 +81,7 @@ def run(workload: str, batch: int, context: int, steps: int, k: int, skip: int, 
                 proposer._choose = types.MethodType(old[1], proposer)
             choose = old[0] if label == "old" else type(proposer)._choose_batch
             proposer._choose_batch = types.MethodType(_timed(choose, choice_times[(name, label)]), proposer)
-            subjects[(name, label)] = _Stepper(proposer, new_kernel, rows, k)
+            subjects[(name, label)] = Stepper(SUFFIX_KERNEL, proposer, new_kernel, rows, k)
     keys = list(subjects)
     for index in range(steps):
         for key in keys[index % len(keys):] + keys[: index % len(keys)]:

@@ -17,168 +17,20 @@ Usage (one thread; about a minute at 128 rows):
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-import numpy as np
-
-from specplug._contract import BatchStep, accepted_prefix
-from specplug.engine import step_of_pieces
-from specplug.lab._perf_batch import _rows
 from specplug.proposers import _ngram_kernels as kernels
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _before import module_at  # noqa: E402
+from _paired_kernel import KernelUnderTest, main  # noqa: E402
 
 #: the commit whose ngram kernel (before the lockstep blocks) is measured against
 BEFORE = "20c3785"
 
-
-# ---- the paired run
-
-
-def _step(proposer, kernel, step):
-    kernels.ngram_step_batch = kernel  # ngram.py reads the module's attribute at each call
-    t0 = time.thread_time_ns()
-    got = proposer.step_batch(step)
-    return got, time.thread_time_ns() - t0
-
-
-def paired(workload: str, batch: int, context: int, steps: int, k: int, skip: int, old_step_batch) -> dict[str, float]:
-    import specplug
-
-    new_kernel = kernels.ngram_step_batch
-    rows = _rows(workload, context, batch, steps * (k + 1) + 1, seed=0)
-    ids = list(range(batch))
-    pair = [specplug.create("ngram"), specplug.create("ngram")]
-    started = BatchStep(ids[:0], np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64),
-                        [(row, rows[row][0]) for row in ids])
-    for proposer in pair:
-        proposer.step_batch(started)
-    position = [0] * batch
-    new = [np.empty(0, np.int64)] * batch
-    limits = np.full(batch, k, dtype=np.int64)
-    times: dict[str, list[int]] = {"old": [], "new": []}
-    accepted_total = 0
-    try:
-        for index in range(steps):
-            order = [("old", old_step_batch, pair[0]), ("new", new_kernel, pair[1])]
-            if index % 2:
-                order.reverse()
-            got = {}
-            for name, kernel, proposer in order:
-                got[name], ns = _step(proposer, kernel, step_of_pieces(ids, new, limits))
-                if index >= skip:
-                    times[name].append(ns)
-            a, b = got["old"], got["new"]
-            assert np.array_equal(a.lengths, b.lengths) and np.array_equal(a.accepted, b.accepted)
-            assert np.array_equal(a.scores, b.scores, equal_nan=True)
-            drafted, lengths = a.tokens.tolist(), a.lengths.tolist()
-            assert drafted == b.tokens.tolist()
-            for row in ids:
-                truth = rows[row][1]
-                accepted = accepted_prefix(drafted[row][: lengths[row]], truth[position[row]:])
-                new[row] = truth[position[row]: position[row] + accepted + 1]
-                position[row] += accepted + 1
-                accepted_total += accepted
-    finally:
-        kernels.ngram_step_batch = new_kernel
-    old_us = statistics.median(times["old"]) / 1000 / batch
-    new_us = statistics.median(times["new"]) / 1000 / batch
-    return {"old": old_us, "new": new_us, "ratio": new_us / old_us, "accepted_per_row_step": accepted_total / steps / batch}
-
-
-class _Stepper:
-    """A proposer stepping through the rows as the perf harness does (its own acceptance)."""
-
-    def __init__(self, proposer, kernel, rows, k: int) -> None:
-        self.proposer, self.kernel, self.rows = proposer, kernel, rows
-        self.ids = list(range(len(rows)))
-        self.position = [0] * len(rows)
-        self.new = [np.empty(0, np.int64)] * len(rows)
-        self.limits = np.full(len(rows), k, dtype=np.int64)
-        kernels.ngram_step_batch = kernel
-        proposer.step_batch(BatchStep(self.ids[:0], np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64),
-                                      [(row, rows[row][0]) for row in self.ids]))
-        self.times: list[int] = []
-
-    def step(self, timed: bool) -> None:
-        got, ns = _step(self.proposer, self.kernel, step_of_pieces(self.ids, self.new, self.limits))
-        if timed:
-            self.times.append(ns)
-        drafted, lengths = got.tokens.tolist(), got.lengths.tolist()
-        for row in self.ids:
-            truth = self.rows[row][1]
-            accepted = accepted_prefix(drafted[row][: lengths[row]], truth[self.position[row]:])
-            self.new[row] = truth[self.position[row]: self.position[row] + accepted + 1]
-            self.position[row] += accepted + 1
-
-
-def composites(workload: str, batch: int, context: int, steps: int, k: int, skip: int, names: list[str],
-               old_step_batch) -> None:
-    """suffix and the composites, each with the old ngram kernel and the new, stepping in turn (rotated)."""
-    from specplug.lab._perf_batch import _create_method
-
-    new_kernel = kernels.ngram_step_batch
-    rows = _rows(workload, context, batch, steps * (k + 1) + 1, seed=0)
-    subjects = {}
-    try:
-        for name in ["suffix", *names]:
-            for label, kernel in (("old", old_step_batch), ("new", new_kernel)):
-                subjects[(name, label)] = _Stepper(_create_method(name), kernel, rows, k)
-        keys = list(subjects)
-        for index in range(steps):
-            turn = keys[index % len(keys):] + keys[: index % len(keys)]
-            for key in turn:
-                subjects[key].step(index >= skip)
-    finally:
-        kernels.ngram_step_batch = new_kernel
-    us = {key: statistics.median(s.times) / 1000 / batch for key, s in subjects.items()}
-    for name in ["suffix", *names]:
-        line = f"| {workload} | {batch} | {name} | {us[(name, 'old')]:.2f} | {us[(name, 'new')]:.2f} |"
-        if name != "suffix":
-            line += f" {us[(name, 'old')] / us[('suffix', 'old')]:.2f} | {us[(name, 'new')] / us[('suffix', 'new')]:.2f} |"
-        else:
-            line += " - | - |"
-        print(line, flush=True)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--context", type=int, default=8192)
-    parser.add_argument("--workloads", default="code-edit,text")
-    parser.add_argument("--steps", type=int, default=120)
-    parser.add_argument("--skip", type=int, default=5, help="first steps not timed (warm-up)")
-    parser.add_argument("-k", type=int, default=8)
-    parser.add_argument("--before", default=BEFORE, help="the commit whose ngram kernel to measure against")
-    parser.add_argument("--composites", default="", help="e.g. ngram,adaptive: time these beside suffix instead "
-                        "(old and new ngram kernel each, stepping in turn; µs/row and × suffix)")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
-        old = module_at(args.before, "specplug/proposers/_ngram_kernels.py", "_ngram_kernels_before", Path(folder))
-        _run(args, old.ngram_step_batch)
-
-
-def _run(args: argparse.Namespace, old_step_batch) -> None:
-    if args.composites:
-        print("| workload | batch | proposer | old µs/row | new µs/row | old × suffix | new × suffix |")
-        print("|---|---:|---|---:|---:|---:|---:|")
-        for workload in args.workloads.split(","):
-            composites(workload, args.batch, args.context, args.steps, args.k, args.skip, args.composites.split(","),
-                       old_step_batch)
-        return
-    print("| workload | batch | steps | old µs/row | new µs/row | new ÷ old | acc/row-step |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for workload in args.workloads.split(","):
-        got = paired(workload, args.batch, args.context, args.steps, args.k, args.skip, old_step_batch)
-        print(f"| {workload} | {args.batch} | {args.steps - args.skip} | {got['old']:.2f} | {got['new']:.2f} | "
-              f"{got['ratio']:.2f} | {got['accepted_per_row_step']:.3f} |", flush=True)
+KERNEL = KernelUnderTest("ngram", kernels, "ngram_step_batch", "specplug/proposers/_ngram_kernels.py",
+                          nan_scores=True)
 
 
 if __name__ == "__main__":
-    main()
+    main(KERNEL, __doc__, BEFORE)

@@ -1,0 +1,195 @@
+"""The harness of the paired kernel benchmarks (scripts/bench_suffix_lockstep.py,
+scripts/bench_ngram_lockstep.py): a lookup's batch kernel of an earlier commit (read from git)
+against this checkout's, swapped into the lookup's kernel module in turn, on the same rows.
+
+Two proposers get the same rows (the perf harness's, every row at the same context) and step in
+turn, one with the old kernel swapped in, one with the new; their drafts, scores and acceptance are
+asserted equal at every step, and each step's CPU time of the thread (``time.thread_time_ns``, not
+the wall clock: the machine is shared) is kept. The order alternates step by step, so drift hits
+both alike. ``--composites`` times composites beside suffix instead, each with either kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from specplug._contract import BatchStep, accepted_prefix
+from specplug.engine import step_of_pieces
+from specplug.lab._perf_batch import _rows
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _before import module_at  # noqa: E402
+
+
+@dataclass(frozen=True)
+class KernelUnderTest:
+    """A lookup's batch kernel: ``attribute`` of ``module`` (its file ``path``), which the proposer
+    ``method`` reads at each call, so swapping the attribute swaps the kernel."""
+
+    method: str
+    module: types.ModuleType
+    attribute: str
+    path: str
+    nan_scores: bool = False  # whether its scores may hold NaN (equal when both are NaN)
+
+    def current(self):
+        return getattr(self.module, self.attribute)
+
+    def swap_in(self, kernel) -> None:
+        setattr(self.module, self.attribute, kernel)
+
+    def before(self, commit: str, folder: Path):
+        """The kernel as it was at ``commit``."""
+        name = f"{Path(self.path).stem}_before"
+        return getattr(module_at(commit, self.path, name, folder), self.attribute)
+
+
+def _step(under: KernelUnderTest, proposer, kernel, step):
+    under.swap_in(kernel)
+    t0 = time.thread_time_ns()
+    got = proposer.step_batch(step)
+    return got, time.thread_time_ns() - t0
+
+
+def paired(under: KernelUnderTest, workload: str, batch: int, context: int, steps: int, k: int, skip: int,
+           old_step_batch) -> dict[str, float]:
+    import specplug
+
+    new_kernel = under.current()
+    rows = _rows(workload, context, batch, steps * (k + 1) + 1, seed=0)
+    ids = list(range(batch))
+    pair = [specplug.create(under.method), specplug.create(under.method)]
+    started = BatchStep(ids[:0], np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64),
+                        [(row, rows[row][0]) for row in ids])
+    for proposer in pair:
+        proposer.step_batch(started)
+    position = [0] * batch
+    new = [np.empty(0, np.int64)] * batch
+    limits = np.full(batch, k, dtype=np.int64)
+    times: dict[str, list[int]] = {"old": [], "new": []}
+    accepted_total = 0
+    try:
+        for index in range(steps):
+            order = [("old", old_step_batch, pair[0]), ("new", new_kernel, pair[1])]
+            if index % 2:
+                order.reverse()
+            got = {}
+            for name, kernel, proposer in order:
+                got[name], ns = _step(under, proposer, kernel, step_of_pieces(ids, new, limits))
+                if index >= skip:
+                    times[name].append(ns)
+            a, b = got["old"], got["new"]
+            assert np.array_equal(a.lengths, b.lengths) and np.array_equal(a.accepted, b.accepted)
+            assert np.array_equal(a.scores, b.scores, equal_nan=under.nan_scores)
+            drafted, lengths = a.tokens.tolist(), a.lengths.tolist()
+            assert drafted == b.tokens.tolist()
+            for row in ids:
+                truth = rows[row][1]
+                accepted = accepted_prefix(drafted[row][: lengths[row]], truth[position[row]:])
+                new[row] = truth[position[row]: position[row] + accepted + 1]
+                position[row] += accepted + 1
+                accepted_total += accepted
+    finally:
+        under.swap_in(new_kernel)
+    old_us = statistics.median(times["old"]) / 1000 / batch
+    new_us = statistics.median(times["new"]) / 1000 / batch
+    return {"old": old_us, "new": new_us, "ratio": new_us / old_us, "accepted_per_row_step": accepted_total / steps / batch}
+
+
+class Stepper:
+    """A proposer stepping through the rows as the perf harness does (its own acceptance), with
+    ``kernel`` swapped in for ``under`` at each of its steps."""
+
+    def __init__(self, under: KernelUnderTest, proposer, kernel, rows, k: int) -> None:
+        self.under, self.proposer, self.kernel, self.rows = under, proposer, kernel, rows
+        self.ids = list(range(len(rows)))
+        self.position = [0] * len(rows)
+        self.new = [np.empty(0, np.int64)] * len(rows)
+        self.limits = np.full(len(rows), k, dtype=np.int64)
+        under.swap_in(kernel)
+        proposer.step_batch(BatchStep(self.ids[:0], np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64),
+                                      [(row, rows[row][0]) for row in self.ids]))
+        self.times: list[int] = []
+
+    def step(self, timed: bool) -> None:
+        got, ns = _step(self.under, self.proposer, self.kernel, step_of_pieces(self.ids, self.new, self.limits))
+        if timed:
+            self.times.append(ns)
+        drafted, lengths = got.tokens.tolist(), got.lengths.tolist()
+        for row in self.ids:
+            truth = self.rows[row][1]
+            accepted = accepted_prefix(drafted[row][: lengths[row]], truth[self.position[row]:])
+            self.new[row] = truth[self.position[row]: self.position[row] + accepted + 1]
+            self.position[row] += accepted + 1
+
+
+def composites(under: KernelUnderTest, workload: str, batch: int, context: int, steps: int, k: int, skip: int,
+               names: list[str], old_step_batch) -> None:
+    """suffix and the composites, each with the old kernel and the new, stepping in turn (rotated)."""
+    from specplug.lab._perf_batch import _create_method
+
+    new_kernel = under.current()
+    rows = _rows(workload, context, batch, steps * (k + 1) + 1, seed=0)
+    subjects = {}
+    try:
+        for name in ["suffix", *names]:
+            for label, kernel in (("old", old_step_batch), ("new", new_kernel)):
+                subjects[(name, label)] = Stepper(under, _create_method(name), kernel, rows, k)
+        keys = list(subjects)
+        for index in range(steps):
+            turn = keys[index % len(keys):] + keys[: index % len(keys)]
+            for key in turn:
+                subjects[key].step(index >= skip)
+    finally:
+        under.swap_in(new_kernel)
+    us = {key: statistics.median(s.times) / 1000 / batch for key, s in subjects.items()}
+    for name in ["suffix", *names]:
+        line = f"| {workload} | {batch} | {name} | {us[(name, 'old')]:.2f} | {us[(name, 'new')]:.2f} |"
+        if name != "suffix":
+            line += f" {us[(name, 'old')] / us[('suffix', 'old')]:.2f} | {us[(name, 'new')] / us[('suffix', 'new')]:.2f} |"
+        else:
+            line += " - | - |"
+        print(line, flush=True)
+
+
+def main(under: KernelUnderTest, description: str, before: str) -> None:
+    """The command line of a paired benchmark of ``under``'s kernel against commit ``before``'s."""
+    parser = argparse.ArgumentParser(description=description.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--context", type=int, default=8192)
+    parser.add_argument("--workloads", default="code-edit,text")
+    parser.add_argument("--steps", type=int, default=120)
+    parser.add_argument("--skip", type=int, default=5, help="first steps not timed (warm-up)")
+    parser.add_argument("-k", type=int, default=8)
+    parser.add_argument("--before", default=before, help=f"the commit whose {under.method} kernel to measure against")
+    parser.add_argument("--composites", default="", help="e.g. hybrid,adaptive: time these beside suffix instead "
+                        f"(old and new {under.method} kernel each, stepping in turn; µs/row and × suffix)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        _run(under, args, under.before(args.before, Path(folder)))
+
+
+def _run(under: KernelUnderTest, args: argparse.Namespace, old_step_batch) -> None:
+    if args.composites:
+        print("| workload | batch | proposer | old µs/row | new µs/row | old × suffix | new × suffix |")
+        print("|---|---:|---|---:|---:|---:|---:|")
+        for workload in args.workloads.split(","):
+            composites(under, workload, args.batch, args.context, args.steps, args.k, args.skip, args.composites.split(","),
+                       old_step_batch)
+        return
+    print("| workload | batch | steps | old µs/row | new µs/row | new ÷ old | acc/row-step |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for workload in args.workloads.split(","):
+        got = paired(under, workload, args.batch, args.context, args.steps, args.k, args.skip, old_step_batch)
+        print(f"| {workload} | {args.batch} | {args.steps - args.skip} | {got['old']:.2f} | {got['new']:.2f} | "
+              f"{got['ratio']:.2f} | {got['accepted_per_row_step']:.3f} |", flush=True)
+
