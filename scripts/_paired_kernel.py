@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from specplug._contract import BatchStep, accepted_prefix
+from specplug._contract import BatchStep
 from specplug.engine import step_of_pieces
-from specplug.lab._perf_batch import _rows
+from specplug.lab._perf_batch import _advance, _rows
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _before import module_at  # noqa: E402
@@ -90,14 +90,8 @@ def paired(under: KernelUnderTest, workload: str, batch: int, context: int, step
             a, b = got["old"], got["new"]
             assert np.array_equal(a.lengths, b.lengths) and np.array_equal(a.accepted, b.accepted)
             assert np.array_equal(a.scores, b.scores, equal_nan=under.nan_scores)
-            drafted, lengths = a.tokens.tolist(), a.lengths.tolist()
-            assert drafted == b.tokens.tolist()
-            for row in ids:
-                truth = rows[row][1]
-                accepted = accepted_prefix(drafted[row][: lengths[row]], truth[position[row]:])
-                new[row] = truth[position[row]: position[row] + accepted + 1]
-                position[row] += accepted + 1
-                accepted_total += accepted
+            assert a.tokens.tolist() == b.tokens.tolist()
+            accepted_total += _advance(rows, a, position, new)
     finally:
         under.swap_in(new_kernel)
     old_us = statistics.median(times["old"]) / 1000 / batch
@@ -124,12 +118,7 @@ class Stepper:
         got, ns = _step(self.under, self.proposer, self.kernel, step_of_pieces(self.ids, self.new, self.limits))
         if timed:
             self.times.append(ns)
-        drafted, lengths = got.tokens.tolist(), got.lengths.tolist()
-        for row in self.ids:
-            truth = self.rows[row][1]
-            accepted = accepted_prefix(drafted[row][: lengths[row]], truth[self.position[row]:])
-            self.new[row] = truth[self.position[row]: self.position[row] + accepted + 1]
-            self.position[row] += accepted + 1
+        _advance(self.rows, got, self.position, self.new)
 
 
 def composites(under: KernelUnderTest, workload: str, batch: int, context: int, steps: int, k: int, skip: int,

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from specplug._contract import BatchStep, Proposer, accepted_prefix
+from specplug._contract import BatchDrafts, BatchStep, Proposer, accepted_prefix
 from specplug._errors import InvalidOptionError
 from specplug.engine import step_of_pieces
 from specplug.lab.perf import build_workload
@@ -103,16 +103,23 @@ def _time_method(proposer: Proposer, rows: list[tuple[np.ndarray, np.ndarray]], 
         t0 = clock()
         got = proposer.step_batch(step_of_pieces(ids, new, limits))  # as the engine layer builds it
         times.append(clock() - t0)
-        lengths = got.lengths.tolist()
-        drafted = got.tokens.tolist()
-        for row in ids:
-            truth = rows[row][1]
-            accepted = accepted_prefix(drafted[row][: lengths[row]], truth[position[row] :])
-            new[row] = truth[position[row] : position[row] + accepted + 1]
-            position[row] += accepted + 1
-            accepted_total += accepted
+        accepted_total += _advance(rows, got, position, new)
     proposer.step_batch(BatchStep([], np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64), (), ids))
     return times, accepted_total
+
+
+def _advance(rows: list[tuple[np.ndarray, np.ndarray]], got: BatchDrafts, position: list[int], new: list[np.ndarray]) -> int:
+    """Verify each row's draft against its true continuation: ``new[row]`` becomes the tokens the
+    next step brings (the accepted prefix and one more), ``position[row]`` moves past them. The
+    accepted tokens of all rows."""
+    lengths, drafted = got.lengths.tolist(), got.tokens.tolist()
+    accepted_total = 0
+    for row, (_, truth) in enumerate(rows):
+        accepted = accepted_prefix(drafted[row][: lengths[row]], truth[position[row] :])
+        new[row] = truth[position[row] : position[row] + accepted + 1]
+        position[row] += accepted + 1
+        accepted_total += accepted
+    return accepted_total
 
 
 def _time_per_request(proposer: Proposer, rows: list[tuple[np.ndarray, np.ndarray]], steps: int, k: int) -> tuple[list[int], int]:
