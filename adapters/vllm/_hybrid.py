@@ -77,10 +77,11 @@ class HybridOverlay(EngineDrafting):
         self.clock: Callable[[], float] = time.perf_counter  # what times are read from (tests set their own)
         # the first whole pass and first drafting call pay vLLM's one-time setup (seconds on a CPU): not learnt
         self._untimed = {"whole_pass": True, "call": True}
-        #: tokens of vLLM's drafter pass when a row takes its draft (the method's neural_max_tokens, at
-        #: most the step's K): lookups draft up to K while the head runs only as far as it is asked
-        self.neural_tokens = _positive_int(settings.options.get("neural_max_tokens"))
         super().__init__(create_method(settings, self.engine_drafts, self.step_costs), **stats_options(settings))
+        #: tokens of vLLM's drafter pass when a row takes its draft (the method's validated
+        #: neural_max_tokens, at most the step's K): lookups draft up to K while the head runs only as
+        #: far as it is asked; None: the step's K
+        self.neural_tokens: int | None = getattr(getattr(self.guard.proposer, "options", None), "neural_max_tokens", None)
         log.info("specplug %s overlay on vLLM's %s drafts, options %s", settings.method, neural_name, settings.options)
 
     def apply(
@@ -248,10 +249,6 @@ class _NeuralPass:
     def raise_engine_error(self) -> None:
         if self._error is not None:
             raise self._error
-
-
-def _positive_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _padded_rows(rows: list[list[int]], count: int) -> list[list[int]]:
