@@ -392,3 +392,24 @@ def test_suffix_rings_in_one_growing_buffer_draft_as_the_reference_does():
         moves += fast._pool.memory is not memory
         reused += bool(stopped) and fast._pool.used == used
     assert moves >= 1 and reused >= 1
+
+
+def test_suffix_lockstep_walk_skips_rows_that_draft_nothing_whatever_their_window_start():
+    """A row of a block that drafts nothing (no limit, or its ring is full) is marked done with
+    ``at = -1``; the walk must not read its chain, whatever its other fields hold. Before the
+    fix, the first block's ``starts`` came from ``np.empty``: a negative leftover let the walk
+    follow link -1 into an arbitrary address (CI's segmentation fault in stop 24)."""
+    from specplug.proposers._suffix_kernels import _walk_lockstep
+
+    memory = np.zeros(64, dtype=np.int32)
+    block = 3
+    at = np.array([-1, -1, -1], dtype=np.int64)
+    chain_at = np.array([0, 10**12, -(10**12)], dtype=np.int64)  # unset fields: any value
+    tokens_at = np.zeros(block, dtype=np.int64)
+    masks = np.full(block, 63, dtype=np.int64)
+    starts = np.array([-5, -(2**40), 0], dtype=np.int64)
+    ends = np.full((block, 4), 99, dtype=np.int64)
+    found = np.zeros(block, dtype=np.int64)
+    _walk_lockstep(memory, at, chain_at, tokens_at, masks, starts, block, ends, found)
+    assert found.tolist() == [0, 0, 0]
+    assert (ends == 99).all()

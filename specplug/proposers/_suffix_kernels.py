@@ -554,6 +554,7 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
                                  offsets[later + 1] - offsets[later], a_s, a_l, scratch, later == row + 1)
             drafting[i] = False
             at[i] = -1
+            starts[i] = 0  # np.empty left it unset: a row that drafts nothing must still read as done
             found[i] = 0
             slot = slots[row]
             begin = offsets[row]
@@ -599,7 +600,7 @@ def _walk_lockstep(memory, at, chain_at, tokens_at, masks, starts, block, ends, 
         live = 0
         for i in range(block):
             g = at[i]
-            if g < starts[i]:
+            if g < 0 or g < starts[i]:  # done (-1), or past the live window
                 continue
             n = found[i]
             if n >= limit:
