@@ -34,7 +34,7 @@ KIND_PLAIN, KIND_LOOKUP, KIND_NEURAL, KIND_LOOKUP_NEURAL = range(4)
 #: ``lookups + index`` of a neural part
 NOT_DRAFTED, EMPTY = -2, -1
 
-# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight, length_levels (1: on)
+# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight
 # flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup
 
 
@@ -89,65 +89,6 @@ def _chained_estimate_weighted(
     for j in range(len(drafted)):
         previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
         out[j] = (own_accepted[j] + own_weight * previous) / (own_drafted[j] + own_weight)
-
-
-#: a request's level enters the between-request spread once it expects this many accepted tokens
-LEVEL_MIN_EXPECTED = 4.0
-
-
-@njit(cache=True)
-def request_level(
-    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
-    prior: float, weight: float, levels: np.ndarray, slot: int, finished: np.ndarray, out: np.ndarray,
-    snapshots: bool,
-) -> float:  # pragma: no cover - compiled
-    """The pooled chained estimate (into ``out``) and the request's level against it, shrunk by an
-    empirical-Bayes weight: its accepted tokens over what the pooled estimate expected at the
-    positions it reached, L, taken as 1 + B (L - 1) with B = between / (between + within). Within:
-    L's binomial variance given the counts, sum d p (1 - p) / expected^2. Between: the spread of the
-    levels of the requests held (``levels`` [slot] = level, within, held, B) and finished
-    (``finished`` = count, sum, sum of squares, sum of within) less their mean within variance.
-    Requests alike give B ~ 0 (the pooled estimate); requests that differ, B ~ 1 (their own level)."""
-    previous = prior
-    seen = wanted = spread = 0.0
-    for j in range(len(drafted)):
-        previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
-        out[j] = previous
-        seen += own_accepted[j]
-        wanted += own_drafted[j] * previous
-        spread += own_drafted[j] * previous * (1.0 - previous)
-    levels[slot, 3] = 0.0
-    if wanted < LEVEL_MIN_EXPECTED:
-        return 1.0
-    level, within = seen / wanted, spread / (wanted * wanted)
-    if snapshots:  # every level taken enters the spread: requests' levels over time as well as between requests
-        finished[0] += 1.0
-        finished[1] += level
-        finished[2] += level * level
-        finished[3] += within
-        count, total, squares, withins = finished[0], finished[1], finished[2], finished[3]
-    else:
-        levels[slot, 0], levels[slot, 1], levels[slot, 2] = level, within, 1.0
-        count, total, squares, withins = finished[0], finished[1], finished[2], finished[3]
-        for other in range(levels.shape[0]):
-            if levels[other, 2] > 0.0:
-                count += 1.0
-                total += levels[other, 0]
-                squares += levels[other, 0] * levels[other, 0]
-                withins += levels[other, 1]
-    if count < 2.0:
-        return 1.0
-    between = (squares - total * total / count) / (count - 1.0) - withins / count
-    if between <= 0.0:
-        return 1.0
-    levels[slot, 3] = between / (between + within)
-    return 1.0 + levels[slot, 3] * (level - 1.0)
-
-
-@njit(cache=True)
-def _leveled(out: np.ndarray, level: float) -> None:  # pragma: no cover - compiled
-    for j in range(len(out)):
-        out[j] = min(out[j] * level, 0.999)
 
 
 @njit(cache=True)
@@ -231,7 +172,6 @@ def choose_rows(
     pooled_drafted: np.ndarray, pooled_accepted: np.ndarray, meta: np.ndarray, waiting: np.ndarray, count: np.ndarray,
     choice: np.ndarray, cut: np.ndarray, asked: np.ndarray, expected: np.ndarray, other_expected: np.ndarray,
     confirmed_cut: np.ndarray, confirmed_expected: np.ndarray, fallback: np.ndarray, hopeful: np.ndarray,
-    levels: np.ndarray, finished_levels: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """Per row, in order: score its waiting drafts on its new tokens (where ``extended``), then,
     where ``limits`` > 0, choose: ``choice`` (see :data:`NOT_DRAFTED`), ``cut`` (tokens kept of
@@ -249,7 +189,7 @@ def choose_rows(
     """
     prior, weight, explore, decay = params[0], params[1], params[2], params[3]
     min_gain, margin = params[4], params[5]
-    lookup_weight, length_levels = params[6], params[7] > 0.0
+    lookup_weight = params[6]
     by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
     positions = own_drafted.shape[3]
     n_lookups, n_neurals = len(lookup_tracks), len(neural_tracks)
@@ -339,14 +279,8 @@ def choose_rows(
                  prior, weight, explore, steps[0], p_neural)
         _, hopeful_k, hopeful_value = _best_cut(p_neural, longest, step_times[with_neural])
         hopeful[row, 0], hopeful[row, 1] = hopeful_k, hopeful_value
-        if length_levels:  # the cut from the pooled estimate times the request's level, shrunk by how requests differ
-            level = request_level(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                                  prior, weight, levels[:, neural], slot, finished_levels[neural], p_neural,
-                                  params[7] > 1.5)
-            _leveled(p_neural, level)
-        else:
-            chained_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                             prior, weight, p_neural)
+        chained_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
+                  prior, weight, p_neural)
         rate, k, value = _best_cut(p_neural, longest, step_times[with_neural])
         # probing, the part drafts all it can and the tokens past the cut are scored too
         choice[row], cut[row], expected[row] = n_lookups + neural, k, value

@@ -28,7 +28,7 @@ def choose_batch(
     neural_tracks, neural_longest, batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token, params, flags,
     lengths, steps, own_drafted, own_accepted, pooled_drafted, pooled_accepted, meta, waiting, count,
     bands, extended, times, choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected, fallback,
-    hopeful, levels, finished_levels,
+    hopeful,
 ) -> None:  # pragma: no cover - compiled
     """``score_bands_of_rows`` into ``bands`` (from ``lookup_logs`` = log2(1 + max(score, 0)), taken
     by numpy), ``extended`` rows, ``times[row]`` by the linear cost model at the row's context (its
@@ -53,5 +53,5 @@ def choose_batch(
         slots, new_tokens, offsets, extended, limits, lookup_tokens, lookup_lengths, bands, lookup_tracks, neural_tracks,
         neural_longest, times, params, flags, lengths, steps, own_drafted, own_accepted, pooled_drafted, pooled_accepted,
         meta, waiting, count, choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected, fallback,
-        hopeful, levels, finished_levels,
+        hopeful,
     )  # fmt: skip

@@ -95,7 +95,6 @@ class CompositeProposer(Proposer):
         half_life: float = 0.0,
         probe: bool = False,
         lookup_prior_weight: float | None = None,
-        length_levels: float = 0.0,
     ) -> None:
         super().__init__()
         self.parts = list(parts)
@@ -112,8 +111,7 @@ class CompositeProposer(Proposer):
         self._neural_tracks = np.array(choosing.neurals, dtype=np.int64)
         # the cost-aware choice shrinks a request's lookup counts with a weight of their own (_choice)
         lookup_weight = prior_weight if lookup_prior_weight is None else lookup_prior_weight
-        self._params = np.array([prior, prior_weight, explore, self._decay, choosing.min_gain, choosing.margin, lookup_weight,
-                                 float(length_levels)])  # 1: levels of requests, 2: level snapshots
+        self._params = np.array([prior, prior_weight, explore, self._decay, choosing.min_gain, choosing.margin, lookup_weight])
         self._flags = np.array([
             choosing.cost is not None, -1 if choosing.confirmed is None else choosing.confirmed, probe,
             choosing.continue_with_lookup,
@@ -124,10 +122,6 @@ class CompositeProposer(Proposer):
         self._own_drafted = np.zeros((0, tracks, BANDS, positions))
         self._own_accepted = np.zeros((0, tracks, BANDS, positions))
         self._lengths = np.zeros(0, dtype=np.int64)
-        # per neural part, each held request's level (level, within variance, held, B) by slot, and the
-        # finished requests' sums (count, level, level squared, within variance): _choice.request_level
-        self._levels = np.zeros((0, len(choosing.neurals), 4))
-        self._finished_levels = np.zeros((len(choosing.neurals), 4))
         self._waiting = PendingTable(0, positions)
         # each request's last draft, by slot, for the batch path's acceptance count (see _row_drafts)
         self._drafts = RowDrafts(positions, self.name, rows=0)
@@ -169,7 +163,6 @@ class CompositeProposer(Proposer):
         self._own_drafted[slot] = 0.0
         self._own_accepted[slot] = 0.0
         self._lengths[slot] = len(prompt)
-        self._levels[slot] = 0.0
         self._waiting.clear(slot)
         self._drafts.start(request_id, slot)
 
@@ -180,7 +173,6 @@ class CompositeProposer(Proposer):
         self._own_drafted = np.concatenate([self._own_drafted, np.zeros(extra)])
         self._own_accepted = np.concatenate([self._own_accepted, np.zeros(extra)])
         self._lengths = np.concatenate([self._lengths, np.zeros(grown - slot, dtype=np.int64)])
-        self._levels = np.concatenate([self._levels, np.zeros((grown - slot, *self._levels.shape[1:]))])
         self._waiting.grow_slots(grown)
         self._drafts.grow(grown)
         self._free.extend(range(grown - 1, slot, -1))
@@ -189,10 +181,6 @@ class CompositeProposer(Proposer):
     def _stop(self, request_id: RequestId) -> None:
         slot = self._slot.pop(request_id)
         self._drafts.stop(request_id, slot)
-        for part, (level, within, held, _) in enumerate(self._levels[slot]):
-            if held:  # a finished request's level still tells how requests differ
-                self._finished_levels[part] += (1.0, level, level * level, within)
-        self._levels[slot] = 0.0
         self._free.append(slot)
         errors = []
         for part in self.parts:
@@ -398,7 +386,6 @@ class CompositeProposer(Proposer):
             self._lookup_tracks, self._neural_tracks, longest, self.batch_size, *coefficients, self._params, self._flags,
             self._lengths, self._step_count, self._own_drafted, self._own_accepted, self._pooled_drafted,
             self._pooled_accepted, waiting.meta, waiting.tokens, waiting.count, *self._chosen.scratch(rows), *chosen,
-            self._levels, self._finished_levels,
         )  # fmt: skip
         return chosen
 
@@ -431,7 +418,6 @@ class CompositeProposer(Proposer):
             self._own_drafted, self._own_accepted, self._pooled_drafted, self._pooled_accepted,
             waiting.meta, waiting.tokens, waiting.count,
             choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected, fallback, hopeful,
-            self._levels, self._finished_levels,
         )  # fmt: skip
         return choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected, fallback, hopeful
 

@@ -69,10 +69,6 @@ class AdaptiveOptions(MethodOptions):
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
-    length_levels: int = Field(
-        0, ge=0, le=2,
-        description="with a cost model: a chosen neural draft's length from the pooled estimate times the request's level, the level shrunk by how much requests' levels differ (empirical Bayes)",
-    )
 
     @field_validator("candidates", mode="before")
     @classmethod
@@ -135,7 +131,6 @@ class AdaptiveProposer(CompositeProposer):
             half_life=options.half_life,
             probe=probes(options.neural_probe, [part for part in self.candidates if part.draft_kind == "neural"]),
             lookup_prior_weight=options.lookup_prior_weight,
-            length_levels=options.length_levels,
         )
         if "neural" in self.kinds:
             self.draft_kind = "neural"
