@@ -34,7 +34,7 @@ KIND_PLAIN, KIND_LOOKUP, KIND_NEURAL, KIND_LOOKUP_NEURAL = range(4)
 #: ``lookups + index`` of a neural part
 NOT_DRAFTED, EMPTY = -2, -1
 
-# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight, length_test (0: off)
+# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight
 # flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup
 
 
@@ -89,32 +89,6 @@ def _chained_estimate_weighted(
     for j in range(len(drafted)):
         previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
         out[j] = (own_accepted[j] + own_weight * previous) / (own_drafted[j] + own_weight)
-
-
-#: a request's neural counts are tested against the pooled estimate once they expect this many accepted tokens
-LENGTH_TEST_MIN_EXPECTED = 4.0
-
-
-@njit(cache=True)
-def _pooled_unless_differs(
-    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
-    prior: float, weight: float, z: float, out: np.ndarray,
-) -> bool:  # pragma: no cover - compiled
-    # The pooled chained estimate into ``out``, and whether the request's own counts differ from it by
-    # more than ``z`` standard deviations: its accepted tokens A against the E the pooled estimate
-    # expects at the positions it reached, binomial spread sum d p (1 - p). True: they differ (or are
-    # too few to tell): the caller keeps the request's own estimate
-    previous = prior
-    seen = wanted = spread = 0.0
-    for j in range(len(drafted)):
-        previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
-        out[j] = previous
-        seen += own_accepted[j]
-        wanted += own_drafted[j] * previous
-        spread += own_drafted[j] * previous * (1.0 - previous)
-    if wanted < LENGTH_TEST_MIN_EXPECTED:
-        return True
-    return abs(seen - wanted) > z * math.sqrt(spread)
 
 
 @njit(cache=True)
@@ -215,7 +189,7 @@ def choose_rows(
     """
     prior, weight, explore, decay = params[0], params[1], params[2], params[3]
     min_gain, margin = params[4], params[5]
-    lookup_weight, length_test = params[6], params[7]
+    lookup_weight = params[6]
     by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
     positions = own_drafted.shape[3]
     n_lookups, n_neurals = len(lookup_tracks), len(neural_tracks)
@@ -305,12 +279,8 @@ def choose_rows(
                  prior, weight, explore, steps[0], p_neural)
         _, hopeful_k, hopeful_value = _best_cut(p_neural, longest, step_times[with_neural])
         hopeful[row, 0], hopeful[row, 1] = hopeful_k, hopeful_value
-        # the cut: from the pooled estimate where the request's counts do not differ from it (length_test),
-        # else from the request's own counts shrunk towards it
-        if length_test <= 0.0 or _pooled_unless_differs(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0],
-                                                        pooled_accepted[track, 0], prior, weight, length_test, p_neural):
-            chained_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                             prior, weight, p_neural)
+        chained_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
+                  prior, weight, p_neural)
         rate, k, value = _best_cut(p_neural, longest, step_times[with_neural])
         # probing, the part drafts all it can and the tokens past the cut are scored too
         choice[row], cut[row], expected[row] = n_lookups + neural, k, value

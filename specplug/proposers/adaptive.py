@@ -69,10 +69,6 @@ class AdaptiveOptions(MethodOptions):
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
-    length_test: float = Field(
-        0.0, ge=0, le=100, allow_inf_nan=False,
-        description="with a cost model: a chosen neural draft's length from the pooled estimate unless the request's own counts differ from it by more than this many standard deviations (0: always the request's own)",
-    )
 
     @field_validator("candidates", mode="before")
     @classmethod
@@ -135,7 +131,6 @@ class AdaptiveProposer(CompositeProposer):
             half_life=options.half_life,
             probe=probes(options.neural_probe, [part for part in self.candidates if part.draft_kind == "neural"]),
             lookup_prior_weight=options.lookup_prior_weight,
-            length_test=options.length_test,
         )
         if "neural" in self.kinds:
             self.draft_kind = "neural"

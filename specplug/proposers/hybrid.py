@@ -72,10 +72,6 @@ class HybridOptions(MethodOptions):
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a part (0: never)"
     )
-    length_test: float = Field(
-        0.0, ge=0, le=100, allow_inf_nan=False,
-        description="with a cost model: a chosen neural draft's length from the pooled estimate unless the request's own counts differ from it by more than this many standard deviations (0: always the request's own)",
-    )
     margin: float = Field(0.0, ge=-1024, le=1024, allow_inf_nan=False, description="without a cost model: the lookup wins when its expectation >= the neural one - margin")
     max_positions: int = Field(32, ge=1, le=1024, description="draft positions tracked")
     continue_with_lookup: bool = Field(True, description="extend a neural draft with the lookup's continuation where they agree")
@@ -152,7 +148,6 @@ class HybridProposer(CompositeProposer):
             half_life=options.half_life,
             probe=probes(options.neural_probe, [self.neural]),
             lookup_prior_weight=options.lookup_prior_weight,
-            length_test=options.length_test,
         )
 
     def acceptance(self, request_id: RequestId, lookup_band: int, *, optimistic: bool = True) -> tuple[np.ndarray, np.ndarray]:
