@@ -131,3 +131,61 @@ def test_the_hybrid_never_passes_on_an_over_drafting_heads_extra_tokens(cost):
         assert not set(draft.tokens) & set(range(104, 120))
         guard.extend("r", [9])
     assert guard.counters["bad_drafts"] >= 1
+
+
+class CertainLookup(specplug.Proposer):
+    """A lookup that scores each of its drafts as certain: infinitely many expected tokens."""
+
+    name = "certain"
+
+    def _start(self, request_id, prompt):
+        pass
+
+    def _propose(self, request_id, max_tokens):
+        return Draft((7,) * min(max_tokens, 3), self.name, float("inf"))
+
+    def _extend(self, request_id, tokens):
+        pass
+
+    def _stop(self, request_id):
+        pass
+
+
+def test_an_infinite_score_is_in_the_top_score_band():
+    """Before the fix the band's float was cast to int64 first: inf became -2**63, and the
+    composites' kernels indexed their statistics with it, out of bounds."""
+    from specplug.proposers._parts import SCORE_BANDS, score_bands, score_bands_of_rows
+
+    scores, lengths, limits = np.array([[np.inf, np.inf]]), np.array([[8, 3]]), np.array([8, 8])
+    top = [SCORE_BANDS - 1, 2 * SCORE_BANDS - 1]  # a full-length draft, one the lookup ended sooner
+    assert score_bands_of_rows(scores, lengths, limits).tolist() == [top]
+    assert score_bands(scores[0], lengths[0], limits).tolist() == top
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_lookups_infinite_scores_are_learned_in_its_own_top_band(batch):
+    """The drafts of a lookup that scores them infinite are scored in the lookup's top band (they
+    are shorter than asked: the second half of the bands) and nowhere else; before the fix their
+    band was -2**63 + 7 and the kernels wrote the counts into another track's statistics."""
+    from specplug.proposers._parts import SCORE_BANDS
+    from specplug.proposers.hybrid import LOOKUP
+
+    neural = specplug.create("ngram", min_n=1, max_n=2)
+    neural.draft_kind = "neural"
+    hybrid = specplug.create("hybrid", neural=neural, lookup=CertainLookup(), max_positions=8)
+    ids = ["a", "b"]
+    if batch:
+        hybrid.step_batch(BatchStep.of(ids, [[], []], [8, 8], started=[(request_id, [1, 2, 3]) for request_id in ids]))
+        hybrid.step_batch(BatchStep.of(ids, [[7, 7, 7], [7, 7, 7]], [0, 0]))
+    else:
+        for request_id in ids:
+            hybrid.start(request_id, [1, 2, 3])
+            hybrid.propose(request_id, 8)
+            hybrid.extend(request_id, [7, 7, 7])
+    drafted = hybrid.statistics()[0]
+    lookup_bands = drafted[LOOKUP].sum(axis=1)
+    assert np.flatnonzero(lookup_bands).tolist() == [2 * SCORE_BANDS - 1]
+    assert drafted[LOOKUP, 2 * SCORE_BANDS - 1, :3].tolist() == [2.0, 2.0, 2.0]
+    others = np.delete(drafted, LOOKUP, axis=0)
+    assert others[:, 1:].sum() == 0  # the neural and confirmed tracks keep band 0 alone
+
