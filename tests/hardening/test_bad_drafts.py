@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import specplug
-from specplug import BatchStep, Draft, GuardedProposer, InvalidDraftError
+from specplug import BatchDrafts, BatchStep, Draft, GuardedProposer, InvalidDraftError
 from specplug.engine import EngineDrafting
 from tests.hardening._bad import BAD_DRAFTS, GOOD, BadBatchRows, BadDrafts, UncheckedBadDrafts
 
@@ -189,3 +189,35 @@ def test_a_lookups_infinite_scores_are_learned_in_its_own_top_band(batch):
     others = np.delete(drafted, LOOKUP, axis=0)
     assert others[:, 1:].sum() == 0  # the neural and confirmed tracks keep band 0 alone
 
+
+class OverLongBatchLookup(CertainLookup):
+    """A lookup whose own batch path reports more tokens in each row than the row asked for."""
+
+    name = "over-long"
+
+    def _step_batch(self, step):
+        self._step_lifecycle(step)
+        rows, width = step.rows, int(step.limits.max()) if step.rows else 0
+        tokens = np.full((rows, width), 7, dtype=np.int64)
+        lengths = step.limits + 1000
+        return BatchDrafts(tokens, lengths, np.zeros(rows, dtype=np.int64), [self.name] * rows, np.full(rows, np.nan),
+                           np.ones(rows, dtype=bool))
+
+
+class OverLongBatchHead(OverLongBatchLookup):
+    name = "over-long-head"
+    draft_kind = "neural"
+
+
+@pytest.mark.parametrize("cost", [None, "llama-3.1-8b-h100"])
+@pytest.mark.parametrize("over_long", ["lookup", "neural"])
+def test_the_composites_refuse_a_parts_batch_rows_longer_than_asked(cost, over_long):
+    """Before the fix the composites took a part's batch lengths as given and their kernels read
+    (and wrote the rows of last drafts) that far past their arrays: a silent wrong choice, or a crash."""
+    lookup = OverLongBatchLookup() if over_long == "lookup" else specplug.create("ngram", min_n=1, max_n=2)
+    neural = OverLongBatchHead() if over_long == "neural" else specplug.create("ngram", min_n=1, max_n=2)
+    neural.draft_kind = "neural"
+    hybrid = specplug.create("hybrid", neural=neural, lookup=lookup, max_positions=8, cost=cost, explore=100.0)
+    step = BatchStep.of(["a", "b"], [[], []], [8, 8], started=[("a", [1, 2, 3]), ("b", [4, 5])])
+    with pytest.raises(InvalidDraftError, match=f"{lookup.name if over_long == 'lookup' else neural.name} drafted 10"):
+        hybrid.step_batch(step)
