@@ -24,7 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, check_draft, draft_accepted
+from specplug._contract import (
+    BatchDrafts, BatchStep, Draft, Proposer, RequestId, check_batch_drafts, check_draft, draft_accepted,
+)
 from specplug._cost._linear import CostModel, LinearCostModel
 from specplug._cost._steps import _draft_coefficients, _verify_coefficients, spec_step_times
 from specplug.proposers import _choice, _row_drafts
@@ -67,8 +69,15 @@ def _part_step(part: Proposer, step: BatchStep) -> BatchDrafts:
     base class's ``step_batch`` is not checked again: each check is O(rows) set operations."""
     if type(part).step_batch is Proposer.step_batch:
         with part._lock:
-            return part._step_batch(step)
-    return part.step_batch(step)
+            got = part._step_batch(step)
+    else:
+        got = part.step_batch(step)
+    # The composite's kernels index per-position arrays and its rows of last drafts by these
+    # lengths: a row longer than asked (a part's own batch path) is refused, as check_draft
+    # refuses such a draft on the per-request path (one comparison; the guard checks the rest).
+    if step.rows and (got.lengths > step.limits).any():
+        check_batch_drafts(got, step.limits, part.name)
+    return got
 
 
 class CompositeProposer(Proposer):

@@ -64,7 +64,10 @@ def score_bands(scores: np.ndarray, lengths: np.ndarray, asked: np.ndarray) -> n
     [0, 1, 3, 4, 10]
     """
     positive = np.fmax(scores, 0.0)  # fmax: NaN gives 0 (nan_to_num costs several times more)
-    bands = np.minimum(1 + (_BANDS_PER_DOUBLING * np.log2(1.0 + positive)).astype(np.int64), SCORE_BANDS - 1)
+    # capped before the cast: an infinite score (a part's "certain") would cast to -2**63, a band
+    # the kernels would index statistics with, out of bounds
+    steps = np.minimum(_BANDS_PER_DOUBLING * np.log2(1.0 + positive), SCORE_BANDS)
+    bands = np.minimum(1 + steps.astype(np.int64), SCORE_BANDS - 1)
     bands = np.where(np.isnan(scores), 0, bands)
     return bands + SCORE_BANDS * (lengths < asked)
 
@@ -86,7 +89,8 @@ def _bands_of_logs(logs, scores, lengths, limits, out):
             if scores[i, row] != scores[i, row]:  # NaN: no score, band 0
                 band = 0
             else:
-                band = min(1 + np.int64(_BANDS_PER_DOUBLING * logs[i, row]), SCORE_BANDS - 1)
+                # capped before the cast, as in score_bands: an infinite score casts to -2**63
+                band = min(1 + np.int64(min(_BANDS_PER_DOUBLING * logs[i, row], SCORE_BANDS)), SCORE_BANDS - 1)
             if lengths[i, row] < limits[row]:
                 band += SCORE_BANDS
             out[i, row] = band

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import specplug
-from specplug import BatchStep, Draft, GuardedProposer, InvalidDraftError
+from specplug import BatchDrafts, BatchStep, Draft, GuardedProposer, InvalidDraftError
 from specplug.engine import EngineDrafting
 from tests.hardening._bad import BAD_DRAFTS, GOOD, BadBatchRows, BadDrafts, UncheckedBadDrafts
 
@@ -131,3 +131,93 @@ def test_the_hybrid_never_passes_on_an_over_drafting_heads_extra_tokens(cost):
         assert not set(draft.tokens) & set(range(104, 120))
         guard.extend("r", [9])
     assert guard.counters["bad_drafts"] >= 1
+
+
+class CertainLookup(specplug.Proposer):
+    """A lookup that scores each of its drafts as certain: infinitely many expected tokens."""
+
+    name = "certain"
+
+    def _start(self, request_id, prompt):
+        pass
+
+    def _propose(self, request_id, max_tokens):
+        return Draft((7,) * min(max_tokens, 3), self.name, float("inf"))
+
+    def _extend(self, request_id, tokens):
+        pass
+
+    def _stop(self, request_id):
+        pass
+
+
+def test_an_infinite_score_is_in_the_top_score_band():
+    """Before the fix the band's float was cast to int64 first: inf became -2**63, and the
+    composites' kernels indexed their statistics with it, out of bounds."""
+    from specplug.proposers._parts import SCORE_BANDS, score_bands, score_bands_of_rows
+
+    scores, lengths, limits = np.array([[np.inf, np.inf]]), np.array([[8, 3]]), np.array([8, 8])
+    top = [SCORE_BANDS - 1, 2 * SCORE_BANDS - 1]  # a full-length draft, one the lookup ended sooner
+    assert score_bands_of_rows(scores, lengths, limits).tolist() == [top]
+    assert score_bands(scores[0], lengths[0], limits).tolist() == top
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_lookups_infinite_scores_are_learned_in_its_own_top_band(batch):
+    """The drafts of a lookup that scores them infinite are scored in the lookup's top band (they
+    are shorter than asked: the second half of the bands) and nowhere else; before the fix their
+    band was -2**63 + 7 and the kernels wrote the counts into another track's statistics."""
+    from specplug.proposers._parts import SCORE_BANDS
+    from specplug.proposers.hybrid import LOOKUP
+
+    neural = specplug.create("ngram", min_n=1, max_n=2)
+    neural.draft_kind = "neural"
+    hybrid = specplug.create("hybrid", neural=neural, lookup=CertainLookup(), max_positions=8)
+    ids = ["a", "b"]
+    if batch:
+        hybrid.step_batch(BatchStep.of(ids, [[], []], [8, 8], started=[(request_id, [1, 2, 3]) for request_id in ids]))
+        hybrid.step_batch(BatchStep.of(ids, [[7, 7, 7], [7, 7, 7]], [0, 0]))
+    else:
+        for request_id in ids:
+            hybrid.start(request_id, [1, 2, 3])
+            hybrid.propose(request_id, 8)
+            hybrid.extend(request_id, [7, 7, 7])
+    drafted = hybrid.statistics()[0]
+    lookup_bands = drafted[LOOKUP].sum(axis=1)
+    assert np.flatnonzero(lookup_bands).tolist() == [2 * SCORE_BANDS - 1]
+    assert drafted[LOOKUP, 2 * SCORE_BANDS - 1, :3].tolist() == [2.0, 2.0, 2.0]
+    others = np.delete(drafted, LOOKUP, axis=0)
+    assert others[:, 1:].sum() == 0  # the neural and confirmed tracks keep band 0 alone
+
+
+class OverLongBatchLookup(CertainLookup):
+    """A lookup whose own batch path reports more tokens in each row than the row asked for."""
+
+    name = "over-long"
+
+    def _step_batch(self, step):
+        self._step_lifecycle(step)
+        rows, width = step.rows, int(step.limits.max()) if step.rows else 0
+        tokens = np.full((rows, width), 7, dtype=np.int64)
+        lengths = step.limits + 1000
+        return BatchDrafts(tokens, lengths, np.zeros(rows, dtype=np.int64), [self.name] * rows, np.full(rows, np.nan),
+                           np.ones(rows, dtype=bool))
+
+
+class OverLongBatchHead(OverLongBatchLookup):
+    name = "over-long-head"
+    draft_kind = "neural"
+
+
+@pytest.mark.parametrize("cost", [None, "llama-3.1-8b-h100"])
+@pytest.mark.parametrize("over_long", ["lookup", "neural"])
+def test_the_composites_refuse_a_parts_batch_rows_longer_than_asked(cost, over_long):
+    """Before the fix the composites took a part's batch lengths as given and their kernels read
+    (and wrote the rows of last drafts) that far past their arrays: a silent wrong choice, or a crash."""
+    lookup = OverLongBatchLookup() if over_long == "lookup" else specplug.create("ngram", min_n=1, max_n=2)
+    neural = OverLongBatchHead() if over_long == "neural" else specplug.create("ngram", min_n=1, max_n=2)
+    neural.draft_kind = "neural"
+    hybrid = specplug.create("hybrid", neural=neural, lookup=lookup, max_positions=8, cost=cost, explore=100.0)
+    step = BatchStep.of(["a", "b"], [[], []], [8, 8], started=[("a", [1, 2, 3]), ("b", [4, 5])])
+    with pytest.raises(InvalidDraftError, match=f"{lookup.name if over_long == 'lookup' else neural.name} drafted 10"):
+        hybrid.step_batch(step)
