@@ -6,7 +6,9 @@ Each case runs in a subprocess: before proposers were made thread-safe, four thr
 
 from __future__ import annotations
 
+
 import json
+import math
 import os
 import subprocess
 import sys
@@ -51,6 +53,10 @@ def test_the_lock_cost_benchmark_times_both_variants():
     adaptive = _unlocked(__import__("specplug").create("adaptive"))
     assert all(type(part._lock).__name__ == "nullcontext" for part in [adaptive, *adaptive.parts])
     got = lock_cost("ngram", repeats=1, steps=30, context=1024)
-    assert got["locked_ns"] > 0 and got["unlocked_ns"] > 0 and got["enter_exit_ns"] > 0
+    assert got["locked_ns"] > 0 and got["unlocked_ns"] > 0
+    # one lock's cost is a difference of two timings: under load it can come out at or below zero,
+    # so only its bookkeeping is asserted (a timed unit test would be flaky; docs/performance.md has the figures)
+    assert math.isfinite(got["enter_exit_ns"])
+    assert got["per_step_ns"] == got["locks_per_step"] * got["enter_exit_ns"]
     assert abs(got["ratio"] - got["locked_ns"] / got["unlocked_ns"]) < 1e-9
     assert got["locks_per_step"] == 2  # propose and extend, once each
