@@ -6,7 +6,6 @@ Each case runs in a subprocess: before proposers were made thread-safe, four thr
 
 from __future__ import annotations
 
-
 import json
 import math
 import os
