@@ -75,6 +75,7 @@ class _Pool:
     """
 
     GROWTH = 1.5
+    MIN_WORDS = 1 << 16  # the smallest buffer (a test lowers it, to move the buffer often)
 
     def __init__(self) -> None:
         self.memory = np.empty(0, dtype=np.int32)
@@ -100,7 +101,7 @@ class _Pool:
 
     def _grow(self, needed: int) -> None:
         # np.empty: the tail past what is copied stays untouched, so it takes no memory until used
-        memory = np.empty(max(needed, int(len(self.memory) * self.GROWTH), 1 << 16), dtype=np.int32)
+        memory = np.empty(max(needed, int(len(self.memory) * self.GROWTH), self.MIN_WORDS), dtype=np.int32)
         memory[: self.used] = self.memory[: self.used]
         self.memory = memory
         for index in self._owners.values():
