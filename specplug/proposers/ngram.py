@@ -39,12 +39,12 @@ class _Index:
     """One request's tokens and n-gram tables: views of its block in the proposer's :class:`_Pool`
     (``slot``: its place in the batch path's arrays)."""
 
-    __slots__ = ("buffer", "count_hits", "counts", "offset", "positions", "slot", "table_capacity", "used")
+    __slots__ = ("buffer", "count_hits", "counts", "offset", "positions", "slot", "table_capacity", "token_capacity", "used")
 
     def __init__(self, rows: int, count_hits: bool) -> None:
         self.slot = self.offset = -1
         self.count_hits = count_hits
-        self.table_capacity = 0
+        self.token_capacity = self.table_capacity = 0
         self.buffer = TokenBuffer(np.empty(0, dtype=np.int32), spare=0)
         self.positions = np.empty((rows, 0), dtype=np.int32)
         self.counts = np.empty((rows, 0), dtype=np.int32)
@@ -52,13 +52,12 @@ class _Index:
 
     def point(self, memory: np.ndarray) -> None:
         """The arrays as views of the block at ``offset`` (again, after the pool's buffer moved)."""
-        rows, capacity = len(self.used), len(self.buffer.array)
         self.buffer.array, self.positions, self.counts, self.used = kernels.pooled_block.py_func(
-            memory, self.offset, rows, capacity, self.table_capacity, self.count_hits
+            memory, self.offset, len(self.used), self.token_capacity, self.table_capacity, self.count_hits
         )
 
     def words(self) -> int:
-        return kernels.block_words(len(self.used), len(self.buffer.array), self.table_capacity, self.count_hits)
+        return kernels.block_words(len(self.used), self.token_capacity, self.table_capacity, self.count_hits)
 
     def nbytes(self) -> int:
         return self.words() * 4
@@ -143,7 +142,7 @@ class _Slots(SlotTable):
     def publish(self, index: _Index) -> None:
         slot = index.slot
         self.bases[slot] = index.offset
-        self.token_caps[slot] = len(index.buffer.array)
+        self.token_caps[slot] = index.token_capacity
         self.table_caps[slot] = index.table_capacity
         self.lengths[slot] = index.buffer.length
 
@@ -197,8 +196,7 @@ class NgramProposer(Proposer):
         tables = None if fresh else (index.positions.copy(), index.counts.copy(), index.used.copy())
         if index.offset >= 0:
             pool.give(index.offset, index.words())
-        index.buffer.array = np.empty(token_capacity, dtype=np.int32)  # its capacity, for words() and point()
-        index.table_capacity = table_capacity
+        index.token_capacity, index.table_capacity = token_capacity, table_capacity
         index.offset = pool.take(index, index.words())
         index.point(pool.memory)
         index.buffer.array[: len(tokens)] = tokens
@@ -216,8 +214,8 @@ class NgramProposer(Proposer):
         buffer.length = int(slots.lengths[index.slot])  # the batch kernel may have moved it
         needed = max(index.used.tolist()) + len(tokens)  # a few rows: a list beats a numpy reduction
         rebuild = needed > kernels.MAX_LOAD * index.table_capacity
-        if rebuild or buffer.length + len(tokens) > len(buffer.array):
-            token_capacity = max(len(buffer.array), _token_capacity(buffer.length + len(tokens)))
+        if rebuild or buffer.length + len(tokens) > index.token_capacity:
+            token_capacity = max(index.token_capacity, _token_capacity(buffer.length + len(tokens)))
             # grow the tables to a load of about a half and rebuild them from the tokens: amortised O(1)
             table_capacity = _table_capacity(needed) if rebuild else index.table_capacity
             self._move(index, token_capacity, table_capacity, fresh=rebuild)
