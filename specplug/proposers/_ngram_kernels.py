@@ -96,10 +96,14 @@ def ngram_lookup(tokens, length, positions, counts, min_n, min_hits):
 BLOCK_ALIGN = 16
 
 
+@njit(cache=True, inline="always")
+def _header(rows):
+    return -(-rows // BLOCK_ALIGN) * BLOCK_ALIGN
+
+
 def block_words(rows: int, token_capacity: int, table_capacity: int, count_hits: bool) -> int:
     """int32 words of one request's block in the pool (see :func:`pooled_block`)."""
-    header = -(-rows // BLOCK_ALIGN) * BLOCK_ALIGN
-    return header + token_capacity + rows * table_capacity * (2 if count_hits else 1)
+    return _header.py_func(rows) + token_capacity + rows * table_capacity * (2 if count_hits else 1)
 
 
 @njit(cache=True, inline="always")
@@ -108,9 +112,8 @@ def pooled_block(memory, base, rows, token_capacity, table_capacity, count_hits)
     (entries per table), the tokens, the tables [rows, capacity] and the hit counts (none without
     ``count_hits``). The per-request path holds these views; the batch kernel takes them anew per
     row from ``memory`` and the slot's base and capacities (one buffer, nothing to unbox per row)."""
-    header = -(-rows // BLOCK_ALIGN) * BLOCK_ALIGN
     used = memory[base : base + rows]
-    at = base + header
+    at = base + _header(rows)
     tokens = memory[at : at + token_capacity]
     at += token_capacity
     table = memory[at : at + rows * table_capacity].reshape((rows, table_capacity))
@@ -162,8 +165,8 @@ PREFETCH_ROWS = 3
 def _prefetch_tail(pool, bases, token_caps, lengths, slot, rows, drafts):
     """Start the misses of a later row's token tail (the n-grams' last tokens, where its new
     tokens go) and its row of last drafts (addresses known before the row runs)."""
-    header = -(-rows // BLOCK_ALIGN) * BLOCK_ALIGN
-    tokens = pool[bases[slot] + header : bases[slot] + header + token_caps[slot]]
+    at = bases[slot] + _header(rows)
+    tokens = pool[at : at + token_caps[slot]]
     at = min(max(lengths[slot] - 1, 0), len(tokens) - 1)
     prefetch(tokens, at)
     prefetch(drafts[slot], 0)
