@@ -296,6 +296,47 @@ def test_ngram_batch_kernel_grows_its_arrays_like_the_per_request_path():
     assert batch.state_nbytes("a") == single.state_nbytes("a")
 
 
+@pytest.mark.parametrize("options", [{"min_n": 1, "max_n": 3}, {"min_n": 2, "max_n": 4, "min_hits": 2, "max_tokens": 5}])
+def test_ngram_pool_keeps_every_request_apart_through_moves_reuse_and_per_request_calls(options):
+    """ngram keeps every request's tokens and tables in one pool, a block each (``_Pool``): blocks
+    move when a request outgrows them, the buffer moves when it fills (every live request's arrays
+    are views again), a stopped request's block is reused. Through starts and stops between
+    steps, per-request calls between batch steps, and requests of many sizes, the batch kernel's
+    drafts and acceptance equal the reference's (a plain scan of the history), and the run is
+    checked to have moved the buffer and reused blocks."""
+    batch = _batch_kernel_always(specplug.create("ngram", **options))
+    reference = specplug.create("ngram", implementation="reference", **options)
+    pool = batch._pool
+    pool.MIN_WORDS = 64  # a small first buffer: it fills and moves many times
+    rng = np.random.default_rng(5)
+    live: list[str] = []
+    freed: set[int] = set()
+    reused = moved = 0
+    for round_ in range(40):
+        stopped = [rid for rid in live if rng.random() < 0.2]
+        started = [(f"r{round_}-{n}", rng.integers(0, 5, size=int(rng.integers(1, 200))).tolist())
+                   for n in range(int(rng.integers(0, 5)))]
+        freed |= {batch._index[rid].offset for rid in stopped}
+        live = [rid for rid in live if rid not in stopped] + [rid for rid, _ in started]
+        tokens = [rng.integers(0, 5, size=int(rng.integers(0, 14))).tolist() for _ in live]
+        limits = rng.integers(0, 6, size=len(live)).tolist()
+        memory = pool.memory
+        got = batch.step_batch(BatchStep.of(live, tokens, limits, started=started, stopped=stopped))
+        moved += pool.memory is not memory
+        expected = _per_request(reference, stopped, started, list(zip(live, tokens, limits)))
+        assert [(got.draft(row).tokens, int(got.accepted[row])) for row in range(len(live))] == expected
+        reused += sum(batch._index[rid].offset in freed for rid, _ in started)
+        freed -= {batch._index[rid].offset for rid in live}
+        for rid in live[: 3]:  # per-request calls on the same arrays, between batch steps
+            more = rng.integers(0, 5, size=int(rng.integers(1, 40))).tolist()
+            assert batch.extend(rid, more) == reference.extend(rid, more)
+            assert batch.propose(rid, 4).tokens == reference.propose(rid, 4).tokens
+    assert moved > 1 and reused > 0  # the buffer moved, and stopped requests' blocks were taken again
+    for rid in live:
+        index = batch._index[rid]
+        assert np.shares_memory(index.buffer.array, pool.memory) and np.shares_memory(index.positions, pool.memory)
+
+
 def test_a_bad_batch_step_names_the_bad_value_and_changes_nothing():
     proposer = specplug.create("ngram")
     proposer.start("a", [1, 2, 3])

@@ -91,11 +91,48 @@ def ngram_lookup(tokens, length, positions, counts, min_n, min_hits):
     return -1
 
 
+#: int32 words before a block's tokens: its ``used`` counts, padded so that the arrays after them
+#: start on a cache line (a block's offset is a multiple of this too)
+BLOCK_ALIGN = 16
+
+
 @njit(cache=True, inline="always")
-def _step_row(arrays, lengths, slot, new_tokens, begin, count, limit, min_n, min_hits, max_tokens,
-              drafts, draft_lengths, row, out, out_lengths, accepted):
+def _header(rows):
+    return -(-rows // BLOCK_ALIGN) * BLOCK_ALIGN
+
+
+def block_words(rows: int, token_capacity: int, table_capacity: int, count_hits: bool) -> int:
+    """int32 words of one request's block in the pool (see :func:`pooled_block`)."""
+    return _header.py_func(rows) + token_capacity + rows * table_capacity * (2 if count_hits else 1)
+
+
+@njit(cache=True, inline="always")
+def pooled_block(memory, base, rows, token_capacity, table_capacity, count_hits):
+    """One request's arrays as views of its block at ``base`` in the pool's ``memory``: ``used``
+    (entries per table), the tokens, the tables [rows, capacity] and the hit counts (none without
+    ``count_hits``). The per-request path holds these views; the batch kernel takes them anew per
+    row from ``memory`` and the slot's base and capacities (one buffer, nothing to unbox per row)."""
+    used = memory[base : base + rows]
+    at = base + _header(rows)
+    tokens = memory[at : at + token_capacity]
+    at += token_capacity
+    table = memory[at : at + rows * table_capacity].reshape((rows, table_capacity))
+    at += rows * table_capacity
+    width = table_capacity if count_hits else 0
+    counts = memory[at : at + rows * width].reshape((rows, width))
+    return tokens, table, counts, used
+
+
+@njit(cache=True, inline="always")
+def _slot_arrays(pool, bases, token_caps, table_caps, slot, rows, count_hits):
+    return pooled_block(pool, bases[slot], rows, token_caps[slot], table_caps[slot], count_hits)
+
+
+@njit(cache=True, inline="always")
+def _step_row(pool, bases, token_caps, table_caps, rows, lengths, slot, new_tokens, begin, count, limit, min_n, min_hits,
+              max_tokens, drafts, draft_lengths, row, out, out_lengths, accepted):
     """One row of a batch step; False when its arrays have no room (it is left untouched)."""
-    tokens, table, row_counts, row_used = arrays[slot]
+    tokens, table, row_counts, row_used = _slot_arrays(pool, bases, token_caps, table_caps, slot, rows, min_hits > 1)
     length = lengths[slot]
     out_lengths[row] = 0
     if count:
@@ -125,24 +162,26 @@ PREFETCH_ROWS = 3
 
 
 @njit(cache=True, inline="always")
-def _prefetch_tail(arrays, lengths, slot, drafts):
+def _prefetch_tail(pool, bases, token_caps, lengths, slot, rows, drafts):
     """Start the misses of a later row's token tail (the n-grams' last tokens, where its new
     tokens go) and its row of last drafts (addresses known before the row runs)."""
-    tokens = arrays[slot][0]
+    at = bases[slot] + _header(rows)
+    tokens = pool[at : at + token_caps[slot]]
     at = min(max(lengths[slot] - 1, 0), len(tokens) - 1)
     prefetch(tokens, at)
     prefetch(drafts[slot], 0)
 
 
 @njit(cache=True)
-def _prefetch_tables(arrays, lengths, slot, new_tokens, begin, count, min_n, scratch, stored):
+def _prefetch_tables(pool, bases, token_caps, table_caps, rows, count_hits, lengths, slot, new_tokens, begin, count, min_n,
+                     scratch, stored):
     """Start the misses of a later row's table probes: the slots its inserts and its look-up
     hash to, from its token tail (prefetched a row earlier) and its new tokens. With ``stored``
     (the slots, prefetched a row earlier, are cached now) it prefetches the tokens the slots
     point at instead (the n-gram comparison, the draft's first tokens). A hint: a row that will
     grow costs a useless prefetch, never a wrong result. ``scratch`` holds the widest n-gram
     plus PREFETCH_TOKENS tokens."""
-    tokens, table = arrays[slot][0], arrays[slot][1]
+    tokens, table, _, _ = _slot_arrays(pool, bases, token_caps, table_caps, slot, rows, count_hits)
     length = lengths[slot]
     if length + count > len(tokens):
         return
@@ -171,13 +210,15 @@ def _prefetch_tables(arrays, lengths, slot, new_tokens, begin, count, min_n, scr
 
 
 @njit(cache=True)
-def ngram_step_batch(arrays, lengths, slots, new_tokens, offsets, limits, min_n, min_hits, max_tokens,
-                     drafts, draft_lengths, out, out_lengths, accepted, blocked):
+def ngram_step_batch(pool, bases, token_caps, table_caps, rows_per_table, lengths, slots, new_tokens, offsets, limits,
+                     min_n, min_hits, max_tokens, drafts, draft_lengths, out, out_lengths, accepted, blocked):
     """One engine step for every row: count acceptance, append its new tokens, draft (one call for the batch).
 
     Why this is fast: the per-request path pays a Python call, argument checks and a numba
     dispatch per request and per operation; here the whole batch is one dispatch, and each
     row's work is the same O(1) hash probes as :func:`ngram_append` and :func:`ngram_lookup`.
+    Every request's arrays are a block of ``pool`` (:func:`pooled_block`, at ``bases[slot]``
+    with its capacities), so a row's arrays cost a few loads, nothing to unbox.
     Each slot's last draft lives in ``drafts[slot, :draft_lengths[slot]]`` (acceptance is
     counted against it, then it is replaced). A row whose token array or tables have no room
     for its new tokens is not touched and is marked in `blocked`: the caller grows it (rare:
@@ -186,39 +227,41 @@ def ngram_step_batch(arrays, lengths, slots, new_tokens, offsets, limits, min_n,
     """
     stuck = 0
     rows = len(slots)
-    widest = 1
-    if rows:
-        widest = min_n + arrays[slots[0]][1].shape[0] - 1
-    scratch = np.empty(widest + PREFETCH_TOKENS, dtype=np.int64)
+    count_hits = min_hits > 1
+    scratch = np.empty(min_n + rows_per_table - 1 + PREFETCH_TOKENS, dtype=np.int64)
     # Rows' misses overlap (_prefetch.py says why): three rows ahead, the token tail is
     # prefetched; two ahead (its tail now cached), the table slots its inserts and look-up hash
     # to; one ahead (those slots now cached), the tokens they point at.
     for row in range(min(rows, PREFETCH_ROWS)):
-        _prefetch_tail(arrays, lengths, slots[row], drafts)
+        _prefetch_tail(pool, bases, token_caps, lengths, slots[row], rows_per_table, drafts)
     for row in range(rows):
         ahead = row + PREFETCH_ROWS
         if ahead < rows:
-            _prefetch_tail(arrays, lengths, slots[ahead], drafts)
+            _prefetch_tail(pool, bases, token_caps, lengths, slots[ahead], rows_per_table, drafts)
         for later in range(row + 1, min(ahead, rows)):
-            _prefetch_tables(arrays, lengths, slots[later], new_tokens, offsets[later],
-                             offsets[later + 1] - offsets[later], min_n, scratch, later == row + 1)
+            _prefetch_tables(pool, bases, token_caps, table_caps, rows_per_table, count_hits, lengths, slots[later],
+                             new_tokens, offsets[later], offsets[later + 1] - offsets[later], min_n, scratch,
+                             later == row + 1)
         begin = offsets[row]
-        if not _step_row(arrays, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
-                         min_n, min_hits, max_tokens, drafts, draft_lengths, row, out, out_lengths, accepted):
+        if not _step_row(pool, bases, token_caps, table_caps, rows_per_table, lengths, slots[row], new_tokens, begin,
+                         offsets[row + 1] - begin, limits[row], min_n, min_hits, max_tokens, drafts, draft_lengths, row,
+                         out, out_lengths, accepted):
             blocked[row] = True
             stuck += 1
     return stuck
 
 
 @njit(cache=True, parallel=True)
-def ngram_step_batch_parallel(arrays, lengths, slots, new_tokens, offsets, limits, min_n, min_hits, max_tokens,
-                              drafts, draft_lengths, out, out_lengths, accepted, blocked):
+def ngram_step_batch_parallel(pool, bases, token_caps, table_caps, rows_per_table, lengths, slots, new_tokens, offsets,
+                              limits, min_n, min_hits, max_tokens, drafts, draft_lengths, out, out_lengths, accepted,
+                              blocked):
     """:func:`ngram_step_batch` with the rows spread over numba's threads (rows share no state)."""
     stuck = 0
     for row in prange(len(slots)):
         begin = offsets[row]
-        if not _step_row(arrays, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
-                         min_n, min_hits, max_tokens, drafts, draft_lengths, row, out, out_lengths, accepted):
+        if not _step_row(pool, bases, token_caps, table_caps, rows_per_table, lengths, slots[row], new_tokens, begin,
+                         offsets[row + 1] - begin, limits[row], min_n, min_hits, max_tokens, drafts, draft_lengths, row,
+                         out, out_lengths, accepted):
             blocked[row] = True
             stuck += 1
     return stuck

@@ -10,8 +10,6 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, model_validator
 
-from numba import typed, types
-
 from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, accepted_prefix
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
@@ -38,66 +36,122 @@ class NgramOptions(MethodOptions):
 
 
 class _Index:
-    """One request's tokens and its n-gram tables (``slot``: its place in the batch path's lists)."""
+    """One request's tokens and n-gram tables: views of its block in the proposer's :class:`_Pool`
+    (``slot``: its place in the batch path's arrays)."""
 
-    __slots__ = ("buffer", "counts", "positions", "slot", "used")
+    __slots__ = ("buffer", "count_hits", "counts", "offset", "positions", "slot", "table_capacity", "token_capacity", "used")
 
-    def __init__(self, prompt: np.ndarray, rows: int, count_hits: bool) -> None:
-        self.slot = -1
-        self.buffer = TokenBuffer(np.empty(0, dtype=np.int32), spare=len(prompt) + 64)
-        self.positions = np.full((rows, 16), kernels.EMPTY, dtype=np.int32)
-        self.counts = np.zeros((rows, 16 if count_hits else 0), dtype=np.int32)
-        self.used = np.zeros(rows, dtype=np.int64)
+    def __init__(self, rows: int, count_hits: bool) -> None:
+        self.slot = self.offset = -1
+        self.count_hits = count_hits
+        self.token_capacity = self.table_capacity = 0
+        self.buffer = TokenBuffer(np.empty(0, dtype=np.int32), spare=0)
+        self.positions = np.empty((rows, 0), dtype=np.int32)
+        self.counts = np.empty((rows, 0), dtype=np.int32)
+        self.used = np.zeros(rows, dtype=np.int32)
+
+    def point(self, memory: np.ndarray) -> None:
+        """The arrays as views of the block at ``offset`` (again, after the pool's buffer moved)."""
+        self.buffer.array, self.positions, self.counts, self.used = kernels.pooled_block.py_func(
+            memory, self.offset, len(self.used), self.token_capacity, self.table_capacity, self.count_hits
+        )
+
+    def words(self) -> int:
+        return kernels.block_words(len(self.used), self.token_capacity, self.table_capacity, self.count_hits)
 
     def nbytes(self) -> int:
-        return self.buffer.array.nbytes + self.positions.nbytes + self.counts.nbytes + self.used.nbytes
+        return self.words() * 4
+
+
+class _Pool:
+    """Every live request's tokens and tables in one int32 buffer, a block per request.
+
+    Why: the batch kernel reaches a row's arrays from the buffer, the row's offset and its
+    capacities (:func:`kernels.pooled_block`): a list of per-request arrays cost four unboxings of a
+    tuple of four arrays per row (~38 ns each, their reference counts included). A request that
+    outgrows its block moves to a bigger one; a freed block is reused by the next of its size.
+    When the buffer grows it moves, and the live requests' arrays are views again into the new one.
+    """
+
+    GROWTH = 1.5
+    MIN_WORDS = 1 << 16  # the smallest buffer (a test lowers it, to move the buffer often)
+
+    def __init__(self) -> None:
+        self.memory = np.empty(0, dtype=np.int32)
+        self.used = 0
+        self._free: dict[int, list[int]] = {}  # block words -> offsets of free blocks
+        self._owners: dict[int, _Index] = {}  # offset -> the index there (re-pointed when the buffer moves)
+
+    def take(self, index: _Index, words: int) -> int:
+        free = self._free.get(words)
+        if free:
+            offset = free.pop()
+        else:
+            offset = -(-self.used // kernels.BLOCK_ALIGN) * kernels.BLOCK_ALIGN
+            if offset + words > len(self.memory):
+                self._grow(offset + words)
+            self.used = offset + words
+        self._owners[offset] = index
+        return offset
+
+    def give(self, offset: int, words: int) -> None:
+        del self._owners[offset]
+        self._free.setdefault(words, []).append(offset)
+
+    def _grow(self, needed: int) -> None:
+        # np.empty: the tail past what is copied stays untouched, so it takes no memory until used
+        memory = np.empty(max(needed, int(len(self.memory) * self.GROWTH), self.MIN_WORDS), dtype=np.int32)
+        memory[: self.used] = self.memory[: self.used]
+        self.memory = memory
+        for index in self._owners.values():
+            index.point(memory)
 
 
 class _Slots(SlotTable):
-    """Every live request's arrays in one numba list, by slot, for the batch kernel.
+    """Every live request's block by slot, for the batch kernel: ``bases[slot]`` (its offset in the
+    pool), ``token_caps`` and ``table_caps``; ``lengths[slot]`` is the request's token count (the
+    kernel moves it), ``drafts`` its last draft. A stopped request's slot is reused.
 
-    The list holds the very arrays of each ``_Index`` (numba shares their memory), so the
-    per-request path and the batch path see one state; an array that is reallocated (growth)
-    is published again. One list of tuples, not a list per array: passing a typed list to a
-    kernel costs microseconds each, whatever its length. ``lengths[slot]`` is the request's
-    token count (the kernel moves it), ``drafts`` its last draft. A stopped request's slot is
-    reused.
+    The per-request path and the batch path see one state: the ``_Index`` arrays are views of the
+    same blocks; a request that moves to another block is published again.
     """
 
     def __init__(self, width: int, source: str) -> None:
         super().__init__(width, source)
-        self.arrays = typed.List.empty_list(_SLOT_TYPE)
+        self.bases = np.zeros(len(self.lengths), dtype=np.int64)
+        self.token_caps = np.zeros(len(self.lengths), dtype=np.int64)
+        self.table_caps = np.zeros(len(self.lengths), dtype=np.int64)
+        self._next = 0
 
     def add(self, request_id: RequestId, index: _Index) -> None:
         if self._free:
             index.slot = self._free.pop()
         else:
-            index.slot = len(self.arrays)
-            self.arrays.append(_EMPTY_SLOT)
+            index.slot = self._next
+            self._next += 1
             if index.slot >= len(self.lengths):
-                self.lengths = np.concatenate([self.lengths, np.zeros(len(self.lengths), dtype=np.int64)])
-                self.drafts.grow(len(self.lengths))
+                grown = 2 * len(self.lengths)
+                self.lengths, self.bases, self.token_caps, self.table_caps = (
+                    np.concatenate([array, np.zeros(grown - len(array), dtype=np.int64)])
+                    for array in (self.lengths, self.bases, self.token_caps, self.table_caps)
+                )
+                self.drafts.grow(grown)
         self.slot[request_id] = index.slot
         self.drafts.start(request_id, index.slot)
-        self.publish(index)
 
     def publish(self, index: _Index) -> None:
-        self.arrays[index.slot] = (index.buffer.array, index.positions, index.counts, index.used)
-        self.lengths[index.slot] = index.buffer.length
+        slot = index.slot
+        self.bases[slot] = index.offset
+        self.token_caps[slot] = index.token_capacity
+        self.table_caps[slot] = index.table_capacity
+        self.lengths[slot] = index.buffer.length
 
     def remove(self, request_id: RequestId, index: _Index) -> None:
         del self.slot[request_id]
-        self.arrays[index.slot] = _EMPTY_SLOT
-        self.lengths[index.slot] = 0
-        self.drafts.stop(request_id, index.slot)
-        self._free.append(index.slot)
-
-
-_NO_TOKENS = np.empty(0, dtype=np.int32)
-_NO_TABLE = np.empty((0, 0), dtype=np.int32)
-_NO_USED = np.empty(0, dtype=np.int64)
-_EMPTY_SLOT = (_NO_TOKENS, _NO_TABLE, _NO_TABLE, _NO_USED)
-_SLOT_TYPE = types.Tuple((types.int32[::1], types.int32[:, ::1], types.int32[:, ::1], types.int64[::1]))
+        slot = index.slot
+        self.bases[slot] = self.token_caps[slot] = self.table_caps[slot] = self.lengths[slot] = 0
+        self.drafts.stop(request_id, slot)
+        self._free.append(slot)
 
 
 class NgramProposer(Proposer):
@@ -120,39 +174,60 @@ class NgramProposer(Proposer):
         self.options = options
         self._rows = options.max_n - options.min_n + 1
         self._index: dict[RequestId, _Index] = {}
-        # The batch path's view of every request's arrays, by slot: numba lists that hold the
-        # same arrays as the _Index objects (no copy), so one kernel call reaches every row.
+        # every request's arrays in one buffer, and the batch path's view of them by slot (the
+        # same memory as the _Index objects' arrays), so one kernel call reaches every row
+        self._pool = _Pool()
         self._slots = _Slots(options.max_tokens, self.name)
 
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:
-        index = _Index(prompt, self._rows, self.options.min_hits > 1)
+        index = _Index(self._rows, self.options.min_hits > 1)
         self._slots.add(request_id, index)
+        # the capacities the first append would grow to: room for the prompt and 64 more tokens,
+        # tables at a load of about a half once the prompt is in
+        self._move(index, _token_capacity(len(prompt) + 64), _table_capacity(len(prompt)), fresh=True)
         self._append(index, prompt)
         self._index[request_id] = index
+
+    def _move(self, index: _Index, token_capacity: int, table_capacity: int, fresh: bool) -> None:
+        """Give ``index`` a block of these capacities, its tokens copied; ``fresh``: empty tables
+        (the caller re-indexes the tokens), else the old tables copied. Published to the slots."""
+        pool = self._pool
+        tokens = index.buffer.view().copy()
+        tables = None if fresh else (index.positions.copy(), index.counts.copy(), index.used.copy())
+        if index.offset >= 0:
+            pool.give(index.offset, index.words())
+        index.token_capacity, index.table_capacity = token_capacity, table_capacity
+        index.offset = pool.take(index, index.words())
+        index.point(pool.memory)
+        index.buffer.array[: len(tokens)] = tokens
+        if tables is None:
+            index.positions.fill(kernels.EMPTY)
+            index.counts.fill(0)
+            index.used.fill(0)
+        else:
+            index.positions[:], index.counts[:], index.used[:] = tables
+        self._slots.publish(index)
 
     def _append(self, index: _Index, tokens: np.ndarray) -> None:
         buffer = index.buffer
         slots = self._slots
         buffer.length = int(slots.lengths[index.slot])  # the batch kernel may have moved it
-        moved = buffer.reserve(len(tokens))
         needed = max(index.used.tolist()) + len(tokens)  # a few rows: a list beats a numpy reduction
-        if needed > kernels.MAX_LOAD * index.positions.shape[1]:
-            moved = True
-            # Grow to a load of about a half and rebuild from the tokens: amortised O(1).
-            capacity = 1 << int(2 * needed).bit_length()
-            index.positions = np.full((self._rows, capacity), kernels.EMPTY, dtype=np.int32)
-            index.counts = np.zeros((self._rows, capacity if index.counts.shape[1] else 0), dtype=np.int32)
-            index.used[:] = 0
-            old = buffer.view().copy()
-            buffer.length = kernels.ngram_append(
-                buffer.array, 0, old, index.positions, index.counts, index.used, self.options.min_n
-            )
+        rebuild = needed > kernels.MAX_LOAD * index.table_capacity
+        if rebuild or buffer.length + len(tokens) > index.token_capacity:
+            token_capacity = max(index.token_capacity, _token_capacity(buffer.length + len(tokens)))
+            # grow the tables to a load of about a half and rebuild them from the tokens: amortised O(1)
+            table_capacity = _table_capacity(needed) if rebuild else index.table_capacity
+            self._move(index, token_capacity, table_capacity, fresh=rebuild)
+            if rebuild:
+                old = buffer.view().copy()
+                buffer.length = kernels.ngram_append(
+                    buffer.array, 0, old, index.positions, index.counts, index.used, self.options.min_n
+                )
         buffer.length = kernels.ngram_append(
             buffer.array, buffer.length, tokens, index.positions, index.counts, index.used, self.options.min_n
         )
         slots.lengths[index.slot] = buffer.length
-        if moved:
-            slots.publish(index)
 
     def _step_batch(self, step: BatchStep) -> BatchDrafts:
         """The batch path: lifecycle changes per request, then one kernel call for every row.
@@ -171,8 +246,9 @@ class NgramProposer(Proposer):
         ids, limits, options = step.request_ids, step.limits, self.options
         kernel = kernels.ngram_step_batch_parallel if rows >= self.parallel_from else kernels.ngram_step_batch
         stuck = kernel(
-            table.arrays, table.lengths, slots, new_tokens, step.offsets, limits, options.min_n, options.min_hits,
-            options.max_tokens, drafts.tokens, drafts.lengths, out, lengths, accepted, blocked,
+            self._pool.memory, table.bases, table.token_caps, table.table_caps, self._rows, table.lengths, slots,
+            new_tokens, step.offsets, limits, options.min_n, options.min_hits, options.max_tokens, drafts.tokens,
+            drafts.lengths, out, lengths, accepted, blocked,
         )
         if stuck:
             for row in np.flatnonzero(blocked).tolist():
@@ -219,7 +295,9 @@ class NgramProposer(Proposer):
         self._append(self._index[request_id], tokens)
 
     def _stop(self, request_id: RequestId) -> None:
-        self._slots.remove(request_id, self._index.pop(request_id))
+        index = self._index.pop(request_id)
+        self._slots.remove(request_id, index)
+        self._pool.give(index.offset, index.words())
 
     def state_nbytes(self, request_id: RequestId) -> int:
         """Bytes held for one request (tokens, tables and its row of last drafts)."""
@@ -260,6 +338,17 @@ class ReferenceNgramProposer(Proposer):
 
     def _stop(self, request_id: RequestId) -> None:
         del self._tokens[request_id]
+
+
+def _token_capacity(tokens: int) -> int:
+    """A token array's capacity for ``tokens`` (a power of two, as ``TokenBuffer`` doubles)."""
+    return max(16, 1 << (tokens - 1).bit_length())
+
+
+def _table_capacity(entries: int) -> int:
+    """The tables' capacity for ``entries`` n-grams: the smallest, 16, while that stays within
+    ``MAX_LOAD``; past it a load of about a half."""
+    return 16 if entries <= kernels.MAX_LOAD * 16 else 1 << int(2 * entries).bit_length()
 
 
 def _create(options: NgramOptions) -> Proposer:

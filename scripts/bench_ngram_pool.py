@@ -1,0 +1,127 @@
+"""Paired benchmark of ngram's store: the proposer of ``--before`` (read from git; default 9da281b:
+every request's arrays in a numba typed list, four unboxings of a tuple per row a step) against
+this checkout's (one int32 pool, a block per request, reached by offset), alone and as adaptive's
+ngram part.
+
+Per workload, suffix, ngram and adaptive step in turn on the same rows (the perf harness's, every
+row at the same context), ngram and adaptive each once with the old proposer and once with the
+new, the order rotated each step; old and new are asserted to draft, score and accept alike at
+every step. Each step's CPU time of the thread (``time.thread_time_ns``: the machine is shared) is
+kept; medians after ``--skip`` warm-up steps, µs per row, and adaptive over suffix.
+
+Usage (one thread; about a minute at 128 rows):
+  NUMBA_NUM_THREADS=1 PYTHONPATH=.pypath .venv/bin/python scripts/bench_ngram_pool.py \\
+      --batch 128 --context 8192 --workloads code-edit,text --steps 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import specplug
+from specplug._contract import BatchStep
+from specplug.engine import step_of_pieces
+from specplug.lab._perf_batch import _advance, _rows
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _before import module_at, source_at  # noqa: E402
+
+#: the commit whose ngram proposer (arrays in a typed list) is measured against
+BEFORE = "9da281b"
+
+
+def old_ngram_class(commit: str, folder: Path):
+    """``NgramProposer`` as it was at ``commit``, with that commit's kernels."""
+    module_at(commit, "specplug/proposers/_ngram_kernels.py", "_ngram_kernels_before", folder)
+    text = source_at(commit, "specplug/proposers/ngram.py").replace(
+        "from specplug.proposers import _ngram_kernels as kernels", "import _ngram_kernels_before as kernels"
+    ).replace("@hookimpl", "")
+    return module_at(commit, "specplug/proposers/ngram.py", "_ngram_before", folder, text=text).NgramProposer
+
+
+class Stepper:
+    """A proposer stepping through the rows as the perf harness does (on its own drafts)."""
+
+    def __init__(self, proposer, rows, k: int) -> None:
+        self.proposer, self.rows = proposer, rows
+        self.ids = list(range(len(rows)))
+        self.position = [0] * len(rows)
+        self.new = [np.empty(0, np.int64)] * len(rows)
+        self.limits = np.full(len(rows), k, dtype=np.int64)
+        proposer.step_batch(BatchStep(self.ids[:0], np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64),
+                                      [(row, rows[row][0]) for row in self.ids]))
+        self.times: list[int] = []
+        self.last = None
+
+    def step(self, timed: bool) -> None:
+        step = step_of_pieces(self.ids, self.new, self.limits)
+        t0 = time.thread_time_ns()
+        got = self.proposer.step_batch(step)
+        ns = time.thread_time_ns() - t0
+        if timed:
+            self.times.append(ns)
+        self.last = got
+        _advance(self.rows, got, self.position, self.new)
+
+
+def _same(a, b) -> None:
+    assert a.tokens.tolist() == b.tokens.tolist() and np.array_equal(a.lengths, b.lengths)
+    assert np.array_equal(a.accepted, b.accepted) and np.array_equal(a.scores, b.scores, equal_nan=True)
+    assert list(a.sources) == list(b.sources)
+
+
+def run(workload: str, batch: int, context: int, steps: int, k: int, skip: int, old_class) -> None:
+    from specplug.proposers.ngram import NgramOptions
+
+    rows = _rows(workload, context, batch, steps * (k + 1) + 1, seed=0)
+    subjects = {
+        ("suffix", "-"): Stepper(specplug.create("suffix"), rows, k),
+        ("ngram", "old"): Stepper(old_class(NgramOptions()), rows, k),
+        ("ngram", "new"): Stepper(specplug.create("ngram"), rows, k),
+        ("adaptive", "old"): Stepper(specplug.create("adaptive", candidates=["suffix", old_class(NgramOptions())]), rows, k),
+        ("adaptive", "new"): Stepper(specplug.create("adaptive"), rows, k),
+    }
+    keys = list(subjects)
+    for index in range(steps):
+        for key in keys[index % len(keys):] + keys[: index % len(keys)]:
+            subjects[key].step(index >= skip)
+        for name in ("ngram", "adaptive"):
+            _same(subjects[(name, "old")].last, subjects[(name, "new")].last)
+    us = {key: statistics.median(s.times) / 1000 / batch for key, s in subjects.items()}
+    suffix = us[("suffix", "-")]
+    load = "-".join(f"{value:.1f}" for value in os.getloadavg()[:1])
+    print(f"| {workload} | {batch} | {steps - skip} | {suffix:.2f} | {us[('ngram', 'old')]:.2f} | {us[('ngram', 'new')]:.2f} | "
+          f"{us[('ngram', 'new')] / us[('ngram', 'old')]:.2f} | {us[('adaptive', 'old')]:.2f} | {us[('adaptive', 'new')]:.2f} | "
+          f"{us[('adaptive', 'new')] / us[('adaptive', 'old')]:.2f} | {us[('adaptive', 'old')] / suffix:.2f} | "
+          f"{us[('adaptive', 'new')] / suffix:.2f} | {load} |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--context", type=int, default=8192)
+    parser.add_argument("--workloads", default="code-edit,text")
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--skip", type=int, default=5, help="first steps not timed (warm-up)")
+    parser.add_argument("-k", type=int, default=8)
+    parser.add_argument("--before", default=BEFORE, help="the commit whose ngram proposer to measure against")
+    args = parser.parse_args()
+    print("| workload | batch | steps | suffix µs/row | ngram old | ngram new | new ÷ old | adaptive old | adaptive new | "
+          "new ÷ old | old × suffix | new × suffix | load |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    with tempfile.TemporaryDirectory() as folder:
+        old_class = old_ngram_class(args.before, Path(folder))
+        for workload in args.workloads.split(","):
+            run(workload, args.batch, args.context, args.steps, args.k, args.skip, old_class)
+
+
+if __name__ == "__main__":
+    main()
