@@ -34,10 +34,10 @@ class OnlineCostModel:
     ``observe()`` takes one step's time (forward pass plus sampling, whatever the adapter can
     time between two drafting calls); ``observe_draft()`` the drafter's own time (what drafting
     with it adds to a step); ``observe_overhead()`` what every step pays beside them. The
-    ``CostModel`` methods then price any batch size, seen or not. ``monotone``: a size is never
-    priced below a smaller one (for an engine whose kernels do not change with the batch size). A step time is the same
+    ``CostModel`` methods then price any batch size, seen or not. A step time is the same
     whatever the KV cache holds: on one request the cache grows slowly next to the batch
-    effect, and recent observations follow it.
+    effect, and recent observations follow it. ``monotone``: a size is never priced below a
+    smaller one (for an engine whose kernels do not change with the batch size).
     """
 
     def __init__(
