@@ -263,3 +263,29 @@ def test_adaptive_drafts_what_pays_under_an_online_cost_model():
     adaptive = specplug.create("adaptive", candidates=["ngram"], cost=model, prior=0.9)
     adaptive.start("r", [1, 2, 3, 4, 5, 6, 7, 8, 9] * 6)
     assert len(adaptive.propose("r", 8).tokens) == 3
+
+
+def test_online_step_times_in_one_pass_equal_the_per_length_sums():
+    # the composites price every step with this model's table (one row for all requests): the same sums
+    from specplug.cost import spec_step_time
+
+    model = OnlineCostModel()
+    for tokens, seconds in ((1, 0.020), (3, 0.026), (9, 0.031)):
+        model.observe(tokens, seconds)
+    model.observe_draft("neural", 0.012)
+    model.observe_draft("lookup", 0.0004)
+    model.observe_overhead(0.003)
+    for batch in (1, 4):
+        for kinds in ((), ("lookup",), ("neural",), ("lookup", "neural")):
+            expected = [spec_step_time(model, batch, 100, k, kinds) for k in range(12)]
+            assert model.spec_step_times(batch, 11, kinds).tolist() == expected
+
+
+def test_a_monotone_online_model_never_prices_more_tokens_below_fewer():
+    # vLLM's step runs the same kernels at every size: a fast median at 4 tokens is noise, not a cheaper size
+    for monotone, at_four in ((True, 0.030), (False, 0.010)):
+        model = OnlineCostModel(monotone=monotone)
+        model.observe(1, 0.030)
+        model.observe(4, 0.010)
+        assert model.verify_time(4, 0) == pytest.approx(at_four)
+        assert model.verify_time(2, 0) == pytest.approx(0.030 if monotone else 0.030 - 0.020 / 3)

@@ -72,7 +72,7 @@ class HybridOverlay(EngineDrafting):
             self.unused_neural_pass = "full"
         self.engine_drafts = EngineDrafts(str(neural_name))
         #: the engine's step and drafter times, learnt here; None when the setting is off
-        self.step_costs = OnlineCostModel(name="vllm-online") if settings.step_costs == "online" else None
+        self.step_costs = OnlineCostModel(name="vllm-online", monotone=True) if settings.step_costs == "online" else None
         self._returned_at: float | None = None  # when the last drafting call returned to vLLM
         self.clock: Callable[[], float] = time.perf_counter  # what times are read from (tests set their own)
         # the first whole pass and first drafting call pay vLLM's one-time setup (seconds on a CPU): not learnt

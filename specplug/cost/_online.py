@@ -36,7 +36,8 @@ class OnlineCostModel:
     with it adds to a step); ``observe_overhead()`` what every step pays beside them. The
     ``CostModel`` methods then price any batch size, seen or not. A step time is the same
     whatever the KV cache holds: on one request the cache grows slowly next to the batch
-    effect, and recent observations follow it.
+    effect, and recent observations follow it. ``monotone``: a size is never priced below a
+    smaller one (for an engine whose kernels do not change with the batch size).
     """
 
     def __init__(
@@ -47,6 +48,7 @@ class OnlineCostModel:
         max_batched_tokens: int = 256,
         prior_token_share: float = 0.1,
         prior_step: float = 0.01,
+        monotone: bool = False,
     ) -> None:
         if window < 1:
             raise CostModelError(f"window = {window!r} is not valid; it must be >= 1")
@@ -59,6 +61,7 @@ class OnlineCostModel:
         self.name = name
         self.prior_token_share = prior_token_share
         self.prior_step = prior_step
+        self.monotone = monotone
         self._steps = [deque[float](maxlen=window) for _ in range(max_batched_tokens + 1)]
         self._drafts: dict[str, deque[float]] = {kind: deque(maxlen=window) for kind in DRAFT_KINDS}
         # medians kept as observations arrive (the cost model is read many times a step, written once)
@@ -122,5 +125,26 @@ class OnlineCostModel:
             beyond = sizes > seen[-1]
             table[beyond] = times[-1] + base * self.prior_token_share * (sizes[beyond] - seen[-1])
         table[0] = table[1]
+        if self.monotone:
+            # an engine whose step runs the same kernels at every size (vLLM) never verifies more tokens
+            # in less time: on a loaded machine the medians of nearby sizes differ by more than the true
+            # slope (a CPU verifies 1 to 9 tokens in nearly the same time), and a size that happened to run
+            # fast would make drafting to it look free. Not llama.cpp's default: its kernels change by size.
+            np.maximum.accumulate(table, out=table)
         self._table = table
         return table
+
+    def spec_step_times(self, batch: int, longest: int, kinds: tuple[str, ...]) -> np.ndarray:
+        """``specplug._cost._steps.spec_step_times`` for this model, the same sums in one pass: the
+        verification read from the table at ``batch * (k + 1)`` tokens, each drafter's time where
+        ``k`` > 0, the overhead. No KV term: this model's times do not depend on the context, so
+        one row of step times serves every request of a step."""
+        table = self._estimates()
+        sizes = np.minimum(np.maximum(batch * (np.arange(longest + 1) + 1), 1), len(table) - 1)
+        drafting = 0.0
+        for kind in sorted(set(kinds)):
+            check_draft_kind(self.name, kind)
+            drafting = drafting + self._draft_medians[kind]
+        out = table[sizes] + drafting
+        out[0] = table[sizes[0]] + 0.0  # no draft: no drafter runs (draft_time of 0 tokens)
+        return out + self._overhead

@@ -115,6 +115,20 @@ def _hopeful(
 
 
 @njit(cache=True)
+def _kept_share(step_times: np.ndarray, ran: int, with_neural: int, longest: int) -> float:  # pragma: no cover
+    # By cost, a neural part's exploration bonus is weighed by the share of a step that a draft of
+    # it that fails keeps: the step without its pass over the step with it, at the same draft
+    # length (so only the pass differs). Trying the part once more costs that pass: where it is a
+    # few percent of a step (an EAGLE head on a GPU) the bonus stays almost whole; where it costs
+    # about a step (the same head on a CPU) the bonus halves, and a part whose estimate is below
+    # break-even stops being tried on optimism alone.
+    with_pass = step_times[with_neural, longest]
+    if not with_pass > 0.0:
+        return 1.0
+    return min(max(step_times[ran, longest] / with_pass, 0.0), 1.0)
+
+
+@njit(cache=True)
 def score_row(
     slot: int, new_tokens: np.ndarray, lengths: np.ndarray, own_drafted: np.ndarray, own_accepted: np.ndarray,
     pooled_drafted: np.ndarray, pooled_accepted: np.ndarray, meta: np.ndarray, waiting: np.ndarray, count: np.ndarray,
@@ -265,8 +279,9 @@ def choose_rows(
         for ni in range(n_neurals):
             track = neural_tracks[ni]
             longest = min(limit, neural_longest[ni]) if neural_longest[ni] > 0 else limit
+            kept = _kept_share(step_times, ran, with_neural, longest)
             _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                     prior, weight, explore, steps[0], p_neural)
+                     prior, weight * kept, explore * kept, steps[0], p_neural)
             rate = _best_cut(p_neural, longest, step_times[with_neural])[0]
             if rate > best_rate:
                 best_rate, neural = rate, ni
@@ -275,12 +290,13 @@ def choose_rows(
         fallback[row, 0], fallback[row, 1], fallback[row, 2] = choice[row], cut[row], expected[row]
         track = neural_tracks[neural]
         longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
+        kept = _kept_share(step_times, ran, with_neural, longest)
         _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                 prior, weight, explore, steps[0], p_neural)
+                 prior, weight * kept, explore * kept, steps[0], p_neural)
         _, hopeful_k, hopeful_value = _best_cut(p_neural, longest, step_times[with_neural])
         hopeful[row, 0], hopeful[row, 1] = hopeful_k, hopeful_value
         chained_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                  prior, weight, p_neural)
+                  prior, weight * kept, p_neural)
         rate, k, value = _best_cut(p_neural, longest, step_times[with_neural])
         # probing, the part drafts all it can and the tokens past the cut are scored too
         choice[row], cut[row], expected[row] = n_lookups + neural, k, value

@@ -28,6 +28,7 @@ from specplug._contract import (
     BatchDrafts, BatchStep, Draft, Proposer, RequestId, check_batch_drafts, check_draft, draft_accepted,
 )
 from specplug._cost._linear import CostModel, LinearCostModel
+from specplug.cost._online import OnlineCostModel
 from specplug._cost._steps import _draft_coefficients, _verify_coefficients, spec_step_times
 from specplug.proposers import _choice, _row_drafts
 from specplug.proposers._choose_step import choose_batch
@@ -486,6 +487,9 @@ class CompositeProposer(Proposer):
         if cost is None:
             return np.zeros((rows, len(_KINDS), 1))
         batch, positions = self.batch_size, self.positions
+        if type(cost) is OnlineCostModel:  # times that do not depend on the context: one row serves all
+            one = np.array([cost.spec_step_times(batch, positions, kinds) for kinds in _KINDS])
+            return np.broadcast_to(one, (rows, len(_KINDS), positions + 1))
         if not isinstance(cost, LinearCostModel):  # any other model prices each step itself
             return np.array([
                 [spec_step_times(cost, batch, context, positions, kinds) for kinds in _KINDS] for context in contexts.tolist()

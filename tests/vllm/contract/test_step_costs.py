@@ -184,3 +184,21 @@ def test_the_first_whole_pass_pays_vllms_setup_and_is_not_learnt():
     assert overlay.step_costs.draft_time("neural", 3, 0, 0.0) == 0.0  # one pass: not yet timed
     run(1)
     assert overlay.step_costs.draft_time("neural", 3, 0, 0.0) == pytest.approx(0.2 * VERIFY_S, rel=0.2)
+
+
+def head_taken_on_novel_text(neural_s: float) -> bool:
+    """One step on text the lookup cannot draft: does an unobserved head (prior 0.2, exploration 1.0) go out?"""
+    head = Head("eagle")
+    head.max_draft_tokens = 3
+    hybrid = specplug.create("hybrid", neural=head, lookup="ngram", prior=0.2, explore=1.0, cost=flat_costs(neural_s))
+    out = hybrid.step_batch(BatchStep.of(["a"], [[]], [3], started=[("a", NOVEL)]))
+    return bool(out.lengths[0]) and out.sources[0] == "eagle"
+
+
+def test_exploring_the_head_is_weighed_by_what_its_pass_costs():
+    # its estimate alone (3 tokens at 0.2: 0.25 expected) pays for neither pass; the optimism that tries it
+    # anyway is weighed by the share of the step a failed draft keeps: nearly whole where the pass is a
+    # tenth of a step (a GPU's head), half where it costs a whole step (this CPU's), and then plain decoding
+    # wins. Unweighed, the bonus (1.0 * sqrt(log 2 / 4)) would lift it to 1.23 expected tokens: taken at both
+    assert head_taken_on_novel_text(0.1 * VERIFY_S)
+    assert not head_taken_on_novel_text(1.0 * VERIFY_S)
