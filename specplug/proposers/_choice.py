@@ -35,7 +35,7 @@ KIND_PLAIN, KIND_LOOKUP, KIND_NEURAL, KIND_LOOKUP_NEURAL = range(4)
 NOT_DRAFTED, EMPTY = -2, -1
 
 # params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight
-# flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup
+# flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup, weigh_by_pass (costs learnt online)
 
 
 @njit(cache=True)
@@ -121,7 +121,8 @@ def _kept_share(step_times: np.ndarray, ran: int, with_neural: int, longest: int
     # length (so only the pass differs). Trying the part once more costs that pass: where it is a
     # few percent of a step (an EAGLE head on a GPU) the bonus stays almost whole; where it costs
     # about a step (the same head on a CPU) the bonus halves, and a part whose estimate is below
-    # break-even stops being tried on optimism alone.
+    # break-even stops being tried on optimism alone. Only where the costs are learnt on the engine's
+    # own hardware (flags[4]): under a preset (the replay bench's H100 model) it lost on both halves.
     with_pass = step_times[with_neural, longest]
     if not with_pass > 0.0:
         return 1.0
@@ -205,6 +206,7 @@ def choose_rows(
     min_gain, margin = params[4], params[5]
     lookup_weight = params[6]
     by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
+    weigh_by_pass = flags[4] == 1
     positions = own_drafted.shape[3]
     n_lookups, n_neurals = len(lookup_tracks), len(neural_tracks)
     p_lookup = np.empty(positions)
@@ -279,7 +281,7 @@ def choose_rows(
         for ni in range(n_neurals):
             track = neural_tracks[ni]
             longest = min(limit, neural_longest[ni]) if neural_longest[ni] > 0 else limit
-            kept = _kept_share(step_times, ran, with_neural, longest)
+            kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
             _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
                      prior, weight * kept, explore * kept, steps[0], p_neural)
             rate = _best_cut(p_neural, longest, step_times[with_neural])[0]
@@ -290,7 +292,7 @@ def choose_rows(
         fallback[row, 0], fallback[row, 1], fallback[row, 2] = choice[row], cut[row], expected[row]
         track = neural_tracks[neural]
         longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
-        kept = _kept_share(step_times, ran, with_neural, longest)
+        kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
         _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
                  prior, weight * kept, explore * kept, steps[0], p_neural)
         _, hopeful_k, hopeful_value = _best_cut(p_neural, longest, step_times[with_neural])

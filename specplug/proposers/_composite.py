@@ -125,6 +125,9 @@ class CompositeProposer(Proposer):
         self._flags = np.array([
             choosing.cost is not None, -1 if choosing.confirmed is None else choosing.confirmed, probe,
             choosing.continue_with_lookup,
+            # exploration of a neural part weighed by its pass's share of a step (_choice._kept_share):
+            # only with costs learnt online on this hardware (docs/vllm.md says why not with a preset)
+            isinstance(choosing.cost, OnlineCostModel),
         ], dtype=np.int64)  # fmt: skip
         # per request, by slot: statistics [slot, track, band, position], length, waiting drafts
         self._slot: dict[RequestId, int] = {}
