@@ -298,7 +298,7 @@ def test_ngram_batch_kernel_grows_its_arrays_like_the_per_request_path():
 
 @pytest.mark.parametrize("options", [{"min_n": 1, "max_n": 3}, {"min_n": 2, "max_n": 4, "min_hits": 2, "max_tokens": 5}])
 def test_ngram_pool_keeps_every_request_apart_through_moves_reuse_and_per_request_calls(options):
-    """ngram keeps every request's tokens and tables in one pool, a block each (``_Pool``): blocks
+    """ngram keeps every request's tokens and tables in one pool, a block each (``_block_pool.BlockPool``): blocks
     move when a request outgrows them, the buffer moves when it fills (every live request's arrays
     are views again), a stopped request's block is reused. Through starts and stops between
     steps, per-request calls between batch steps, and requests of many sizes, the batch kernel's
@@ -406,7 +406,7 @@ def test_a_fault_in_a_batch_path_costs_the_steps_rows_their_drafts_until_they_st
 
 
 def test_suffix_rings_in_one_growing_buffer_draft_as_the_reference_does():
-    """Every request's ring is a block of one buffer (``RingPool``): the buffer moves as it grows,
+    """Every request's ring is a block of one buffer (``_suffix_index.ring_pool``): the buffer moves as it grows,
     rings move to bigger blocks, stopped requests' blocks are reused, and every draft is still
     the brute-force reference's."""
     fast = specplug.create("suffix", global_cache=False)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
+from typing import ClassVar
 
 import numpy as np
 
@@ -39,6 +40,10 @@ class OnlineCostModel:
     effect, and recent observations follow it. ``monotone``: a size is never priced below a
     smaller one (for an engine whose kernels do not change with the batch size).
     """
+
+    #: costs measured on the engine's own hardware: the composites weigh a neural part's
+    #: exploration by its pass's learnt share of a step only with such a model (_choice._kept_share)
+    learnt_online: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -28,7 +28,6 @@ from specplug._contract import (
     BatchDrafts, BatchStep, Draft, Proposer, RequestId, check_batch_drafts, check_draft, draft_accepted,
 )
 from specplug._cost._linear import CostModel, LinearCostModel
-from specplug.cost._online import OnlineCostModel
 from specplug._cost._steps import _draft_coefficients, _verify_coefficients, spec_step_times
 from specplug.proposers import _choice, _row_drafts
 from specplug.proposers._choose_step import choose_batch
@@ -126,8 +125,8 @@ class CompositeProposer(Proposer):
             choosing.cost is not None, -1 if choosing.confirmed is None else choosing.confirmed, probe,
             choosing.continue_with_lookup,
             # exploration of a neural part weighed by its pass's share of a step (_choice._kept_share):
-            # only with costs learnt online on this hardware (docs/vllm.md says why not with a preset)
-            isinstance(choosing.cost, OnlineCostModel),
+            # only with costs learnt online on this hardware (OnlineCostModel; docs/vllm.md says why not with a preset)
+            getattr(choosing.cost, "learnt_online", False) is True,
         ], dtype=np.int64)  # fmt: skip
         # per request, by slot: statistics [slot, track, band, position], length, waiting drafts
         self._slot: dict[RequestId, int] = {}
@@ -490,8 +489,9 @@ class CompositeProposer(Proposer):
         if cost is None:
             return np.zeros((rows, len(_KINDS), 1))
         batch, positions = self.batch_size, self.positions
-        if type(cost) is OnlineCostModel:  # times that do not depend on the context: one row serves all
-            one = np.array([cost.spec_step_times(batch, positions, kinds) for kinds in _KINDS])
+        whole_step = getattr(cost, "spec_step_times", None)  # a model whose times do not depend on the context
+        if callable(whole_step):  # (OnlineCostModel): one row serves all
+            one = np.array([whole_step(batch, positions, kinds) for kinds in _KINDS])
             return np.broadcast_to(one, (rows, len(_KINDS), positions + 1))
         if not isinstance(cost, LinearCostModel):  # any other model prices each step itself
             return np.array([

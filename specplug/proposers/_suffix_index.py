@@ -7,8 +7,9 @@ from collections import deque
 import numpy as np
 
 from specplug.proposers import _suffix_kernels as kernels
+from specplug.proposers._block_pool import BlockPool
 
-__all__ = ["BYTES_PER_SLOT", "STATE_WORDS", "GlobalCache", "RequestIndex", "RingPool", "cache_capacity"]
+__all__ = ["BYTES_PER_SLOT", "STATE_WORDS", "GlobalCache", "RequestIndex", "cache_capacity", "ring_pool"]
 
 #: bytes of one global-cache slot: the token (int32), a chain distance per anchor level (int32)
 #: and, per level, two head slots (int64: global positions grow without bound)
@@ -39,51 +40,10 @@ def block_words(capacity: int, long_level: bool) -> int:
     return STATE_WORDS + capacity * (7 if long_level else 4) + (0 if long_level else 2)
 
 
-class RingPool:
-    """Every request ring of one proposer in one int32 buffer, each a block at an offset.
-
-    Why: the batch kernel reaches a row's ring from the buffer and the row's offset (no list of
-    per-request arrays to unbox), and one large buffer sits on huge pages, so the random reads of
-    128 rows' chains and tables miss the TLB far less than 640 small arrays do. A ring that
-    grows moves to a bigger block; a freed block is reused by the next ring of its size. When
-    the buffer grows it moves, and the live rings' arrays are views again into the new one.
-    """
-
-    GROWTH = 1.5
-
-    def __init__(self) -> None:
-        self.memory = np.empty(0, dtype=np.int32)
-        self.used = 0
-        self._free: dict[int, list[int]] = {}  # block words -> offsets of free blocks
-        self._rings: dict[int, _Ring] = {}  # offset -> the ring there (re-pointed when the buffer moves)
-
-    def take(self, ring: _Ring, words: int) -> int:
-        free = self._free.get(words)
-        if free:
-            offset = free.pop()
-        else:
-            offset = -(-self.used // STATE_WORDS) * STATE_WORDS
-            if offset + words > len(self.memory):
-                self._grow(offset + words)
-            self.used = offset + words
-        self._rings[offset] = ring
-        return offset
-
-    def give(self, offset: int, words: int) -> None:
-        del self._rings[offset]
-        self._free.setdefault(words, []).append(offset)
-
-    def nbytes(self) -> int:
-        """Bytes reserved (live and free blocks; the buffer's untouched tail is not counted)."""
-        return self.used * self.memory.itemsize
-
-    def _grow(self, needed: int) -> None:
-        # np.empty: the tail past what is copied stays untouched, so it takes no memory until used
-        memory = np.empty(max(needed, int(len(self.memory) * self.GROWTH), 1 << 16), dtype=np.int32)
-        memory[: self.used] = self.memory[: self.used]
-        self.memory = memory
-        for ring in self._rings.values():
-            ring.point()
+def ring_pool() -> BlockPool[_Ring]:
+    """A proposer's pool of request rings (:class:`BlockPool`): blocks aligned to a cache line, the
+    ring's state first."""
+    return BlockPool(STATE_WORDS, lambda ring, memory: ring.point())
 
 
 class _Ring:
@@ -91,13 +51,13 @@ class _Ring:
 
     ``position_dtype`` is int32 for a request (its positions stay below 2**31, and a head
     slot then costs half) and int64 for the global cache, whose positions never restart.
-    A request's ring lives in its proposer's :class:`RingPool` (``pool``), its arrays views of
+    A request's ring lives in its proposer's :func:`ring_pool` (``pool``), its arrays views of
     the block at ``offset``; the cache's ring has arrays of its own.
     """
 
     __slots__ = ("anchors", "head_l", "head_s", "offset", "pool", "position_dtype", "prev_l", "prev_s", "state", "tokens")
 
-    def __init__(self, capacity: int, anchors: tuple[int, int], position_dtype: type, pool: RingPool | None = None) -> None:
+    def __init__(self, capacity: int, anchors: tuple[int, int], position_dtype: type, pool: BlockPool | None = None) -> None:
         self.anchors = anchors
         self.position_dtype = position_dtype
         self.pool = pool
@@ -213,7 +173,7 @@ class RequestIndex:
 
     __slots__ = ("length", "prompt_length", "ring")
 
-    def __init__(self, prompt: np.ndarray, anchors: tuple[int, int], pool: RingPool | None = None) -> None:
+    def __init__(self, prompt: np.ndarray, anchors: tuple[int, int], pool: BlockPool | None = None) -> None:
         capacity = 1 << max(6, int(len(prompt) + 64).bit_length())
         self.ring = _Ring(capacity, anchors, np.int32, pool)
         self.prompt_length = len(prompt)

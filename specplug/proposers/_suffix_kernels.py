@@ -41,7 +41,7 @@ STATE_WORDS = 16
 
 @njit(cache=True, inline="always")
 def pooled_ring(memory, offset, capacity, long_level):
-    """A request ring's arrays, views of its block in the pool's buffer (``_suffix_index.RingPool``):
+    """A request ring's arrays, views of its block in the pool's buffer (``_suffix_index.ring_pool``):
     state, tokens, short chain, short head table, long chain, long head table (one slot each when
     the long level is off). Plain Python through ``pooled_ring.py_func``."""
     state = memory[offset : offset + 4]

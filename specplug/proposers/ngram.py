@@ -14,6 +14,7 @@ from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestI
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.proposers import _ngram_kernels as kernels
+from specplug.proposers._block_pool import BlockPool
 from specplug.proposers._buffer import TokenBuffer
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._row_drafts import SlotTable
@@ -36,7 +37,7 @@ class NgramOptions(MethodOptions):
 
 
 class _Index:
-    """One request's tokens and n-gram tables: views of its block in the proposer's :class:`_Pool`
+    """One request's tokens and n-gram tables: views of its block in the proposer's pool (``BlockPool``)
     (``slot``: its place in the batch path's arrays)."""
 
     __slots__ = ("buffer", "count_hits", "counts", "offset", "positions", "slot", "table_capacity", "token_capacity", "used")
@@ -61,50 +62,6 @@ class _Index:
 
     def nbytes(self) -> int:
         return self.words() * 4
-
-
-class _Pool:
-    """Every live request's tokens and tables in one int32 buffer, a block per request.
-
-    Why: the batch kernel reaches a row's arrays from the buffer, the row's offset and its
-    capacities (:func:`kernels.pooled_block`): a list of per-request arrays cost four unboxings of a
-    tuple of four arrays per row (~38 ns each, their reference counts included). A request that
-    outgrows its block moves to a bigger one; a freed block is reused by the next of its size.
-    When the buffer grows it moves, and the live requests' arrays are views again into the new one.
-    """
-
-    GROWTH = 1.5
-    MIN_WORDS = 1 << 16  # the smallest buffer (a test lowers it, to move the buffer often)
-
-    def __init__(self) -> None:
-        self.memory = np.empty(0, dtype=np.int32)
-        self.used = 0
-        self._free: dict[int, list[int]] = {}  # block words -> offsets of free blocks
-        self._owners: dict[int, _Index] = {}  # offset -> the index there (re-pointed when the buffer moves)
-
-    def take(self, index: _Index, words: int) -> int:
-        free = self._free.get(words)
-        if free:
-            offset = free.pop()
-        else:
-            offset = -(-self.used // kernels.BLOCK_ALIGN) * kernels.BLOCK_ALIGN
-            if offset + words > len(self.memory):
-                self._grow(offset + words)
-            self.used = offset + words
-        self._owners[offset] = index
-        return offset
-
-    def give(self, offset: int, words: int) -> None:
-        del self._owners[offset]
-        self._free.setdefault(words, []).append(offset)
-
-    def _grow(self, needed: int) -> None:
-        # np.empty: the tail past what is copied stays untouched, so it takes no memory until used
-        memory = np.empty(max(needed, int(len(self.memory) * self.GROWTH), self.MIN_WORDS), dtype=np.int32)
-        memory[: self.used] = self.memory[: self.used]
-        self.memory = memory
-        for index in self._owners.values():
-            index.point(memory)
 
 
 class _Slots(SlotTable):
@@ -176,7 +133,7 @@ class NgramProposer(Proposer):
         self._index: dict[RequestId, _Index] = {}
         # every request's arrays in one buffer, and the batch path's view of them by slot (the
         # same memory as the _Index objects' arrays), so one kernel call reaches every row
-        self._pool = _Pool()
+        self._pool: BlockPool[_Index] = BlockPool(kernels.BLOCK_ALIGN, _Index.point)
         self._slots = _Slots(options.max_tokens, self.name)
 
     def _start(self, request_id: RequestId, prompt: np.ndarray) -> None:

@@ -38,7 +38,7 @@ from specplug._registry import MethodRegistrar
 from specplug.proposers import _suffix_kernels
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._row_drafts import SlotTable
-from specplug.proposers._suffix_index import GlobalCache, RequestIndex, RingPool, cache_capacity
+from specplug.proposers._suffix_index import GlobalCache, RequestIndex, cache_capacity, ring_pool
 
 __all__ = ["ReferenceSuffixProposer", "SuffixOptions", "SuffixProposer", "speculation_tree"]
 
@@ -209,7 +209,7 @@ class SuffixProposer(Proposer):
         self.cache = GlobalCache(options.max_cached_requests, options.max_cache_bytes, options.anchors)
         self._out = np.empty(options.max_tokens, dtype=np.int32)
         # every request's ring in one buffer, and where the batch kernel finds each, by slot
-        self._pool = RingPool()
+        self._pool = ring_pool()
         self._slots = _Slots(options.max_tokens, self.name)
 
     def _step_batch(self, step: BatchStep) -> BatchDrafts:
