@@ -150,6 +150,9 @@ class CompositeProposer(Proposer):
                                         for index in choosing.neurals], dtype=np.bool_)
         self.shared_pass_declined = 0  # steps on which the batch check sent a neural part's takers back
         self._step_count = np.zeros(1, dtype=np.int64)  # drafting steps, all requests: the exploration bonus grows with it
+        # each row's source by its choice (see _sources), kept while the parts name their drafts alike
+        self._source_key: tuple[str, ...] | None = None
+        self._source_names, self._source_table = np.empty(0, dtype=object), np.empty((0, 0), dtype=object)
 
     @property
     def _steps(self) -> int:
@@ -461,19 +464,24 @@ class CompositeProposer(Proposer):
         a neural draft, the composite's name for no draft."""
         lookups, name = len(sources), self.name
         columns = [*sources, *neural_sources]
-        continued = (continued_by >= 0) & (choice >= lookups)
         if all(isinstance(column, list) and column.count(column[0]) == len(column) for column in columns if len(column)):
-            # each part names every row alike (the usual case): a row's source is its choice's name,
-            # looked up in C. After the parts' names come "neural+lookup" for each continued pair
-            # (at len(columns) + neural * lookups + lookup); the indices -1 and -2, EMPTY and
-            # NOT_DRAFTED, read the composite's own name at the end.
-            single = [column[0] if len(column) else name for column in columns]
-            pairs = [f"{neural}+{lookup}" for neural in single[lookups:] for lookup in single[:lookups]]
-            names = single + pairs + [name, name]
-            keys = choice
-            if continued.any():
-                keys = np.where(continued, len(columns) + (choice - lookups) * lookups + continued_by, choice)
-            return list(map(names.__getitem__, keys.tolist()))
+            # each part names every row alike (the usual case): a row's source is read from a table
+            # [choice, continued_by + 1] built once per set of names, in one fancy index (its
+            # column 0 alone where there is no neural part). Column 0 is the chosen part's name,
+            # column 1 + l "neural+lookup" for lookup l continuing a neural draft (continued_by is
+            # -1 on every other row: _choice.finish_rows); the choices -1 and -2 (EMPTY,
+            # NOT_DRAFTED) read the last two rows, the composite's name.
+            single = tuple(column[0] if len(column) else name for column in columns)
+            if single != self._source_key:
+                table = np.empty((len(single) + 2, lookups + 1), dtype=object)
+                for at, part in enumerate((*single, name, name)):
+                    table[at, 0] = part
+                    table[at, 1:] = [f"{part}+{lookup}" for lookup in single[:lookups]]
+                self._source_key, self._source_names, self._source_table = single, table[:, 0].copy(), table
+            if not neural_sources:  # nothing continued: a 1-d index is the cheaper
+                return self._source_names[choice].tolist()
+            return self._source_table[choice, continued_by + 1].tolist()
+        continued = (continued_by >= 0) & (choice >= lookups)
         out = [columns[chosen][row] if chosen >= 0 else name for row, chosen in enumerate(choice.tolist())]
         for row in np.flatnonzero(continued).tolist():
             out[row] = f"{out[row]}+{sources[continued_by[row]][row]}"

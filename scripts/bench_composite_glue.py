@@ -1,0 +1,95 @@
+"""Paired benchmark of the composites' own Python around their kernels: hybrid and adaptive built on
+the ``CompositeProposer`` of ``--before`` (read from git) against this checkout's, beside suffix.
+
+Per workload, suffix and each composite (old and new) step in turn on the perf harness's rows (every
+row at the same context), the order rotated each step; old and new are asserted to draft, score,
+accept and name their sources alike at every step. Each step's CPU time of the thread
+(``time.thread_time_ns``: the machine is shared) is kept; medians after ``--skip`` warm-up steps,
+µs per row, and each composite over suffix.
+
+Usage (one thread; about a minute at 128 rows):
+  NUMBA_NUM_THREADS=1 PYTHONPATH=.pypath .venv/bin/python scripts/bench_composite_glue.py \\
+      --before HEAD --batch 128 --workloads code-edit,text --steps 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import specplug
+from specplug.engine import StandInDrafter
+from specplug.lab._perf_batch import _create_method, _rows
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _before import module_at, source_at  # noqa: E402
+from bench_ngram_pool import Stepper, _same  # noqa: E402
+
+
+def old_composites(commit: str, folder: Path) -> dict[str, object]:
+    """hybrid's and adaptive's proposer classes on ``commit``'s ``CompositeProposer``, with their options."""
+    module_at(commit, "specplug/proposers/_composite.py", "_composite_before", folder)
+    out = {}
+    for name in ("hybrid", "adaptive"):
+        path = f"specplug/proposers/{name}.py"
+        text = source_at(commit, path).replace(
+            "from specplug.proposers._composite import", "from _composite_before import"
+        ).replace("@hookimpl", "")
+        module = module_at(commit, path, f"_{name}_before", folder, text=text)
+        proposer = getattr(module, f"{name.capitalize()}Proposer")
+        out[name] = lambda proposer=proposer, name=name: proposer(_resolved_options(name))
+    return out
+
+
+def _resolved_options(name: str):
+    """Options as ``specplug.create`` resolves them (parts, cost model), from a proposer made for the
+    purpose and dropped: a class built outside ``create`` resolves no names."""
+    return _create_method(name).options
+
+
+def run(workload: str, batch: int, context: int, steps: int, k: int, skip: int, old) -> None:
+    rows = _rows(workload, context, batch, steps * (k + 1) + 1, seed=0)
+    subjects = {("suffix", "-"): Stepper(specplug.create("suffix"), rows, k)}
+    for name in ("hybrid", "adaptive"):
+        subjects[(name, "old")] = Stepper(old[name](), rows, k)
+        subjects[(name, "new")] = Stepper(_create_method(name), rows, k)
+    keys = list(subjects)
+    for index in range(steps):
+        for key in keys[index % len(keys):] + keys[: index % len(keys)]:
+            subjects[key].step(index >= skip)
+        for name in ("hybrid", "adaptive"):
+            _same(subjects[(name, "old")].last, subjects[(name, "new")].last)
+    us = {key: statistics.median(s.times) / 1000 / batch for key, s in subjects.items()}
+    suffix = us[("suffix", "-")]
+    cells = []
+    for name in ("hybrid", "adaptive"):
+        old_us, new_us = us[(name, "old")], us[(name, "new")]
+        cells += [f"{old_us:.2f}", f"{new_us:.2f}", f"{new_us / old_us:.3f}", f"{old_us / suffix:.2f}", f"{new_us / suffix:.2f}"]
+    print(f"| {workload} | {batch} | {steps - skip} | {suffix:.2f} | " + " | ".join(cells) + f" | {os.getloadavg()[0]:.1f} |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", default="HEAD", help="the commit whose CompositeProposer to measure against")
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--context", type=int, default=8192)
+    parser.add_argument("--workloads", default="code-edit,text")
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--skip", type=int, default=5, help="first steps not timed (warm-up)")
+    parser.add_argument("-k", type=int, default=8)
+    args = parser.parse_args()
+    print("| workload | batch | steps | suffix µs/row | hybrid old | hybrid new | new ÷ old | old × suffix | new × suffix | "
+          "adaptive old | adaptive new | new ÷ old | old × suffix | new × suffix | load |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    with tempfile.TemporaryDirectory() as folder:
+        old = old_composites(args.before, Path(folder))
+        for workload in args.workloads.split(","):
+            run(workload, args.batch, args.context, args.steps, args.k, args.skip, old)
+
+
+if __name__ == "__main__":
+    main()
