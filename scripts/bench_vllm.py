@@ -59,6 +59,9 @@ METHODS: dict[str, dict | None] = {
                                                      "model": str(EAGLE_HEAD)},
     "specplug.hybrid (trained head, lookups at K, skip)": {"method": "specplug.hybrid", "neural": "eagle",
                                                            "model": str(EAGLE_HEAD), "unused_neural_pass": "skip"},
+    "specplug.hybrid (trained head, lookups at K, fill in use)": {"method": "specplug.hybrid", "neural": "eagle",
+                                                                  "model": str(EAGLE_HEAD),
+                                                                  "unused_neural_pass": "fill_in_use"},
     "specplug.hybrid (trained head, lookups at K, explore 0)": {"method": "specplug.hybrid", "neural": "eagle",
                                                                 "model": str(EAGLE_HEAD), "explore": 0.0},
 }

@@ -45,7 +45,7 @@ DRAFTER_PATH = "specplug_adapters.vllm.SpecplugDrafter"
 #: keys of the specplug section that configure the adapter rather than the method
 ADAPTER_KEYS = frozenset({"method", "neural", "stats_file", "stats_interval", "unused_neural_pass", "step_costs"})
 #: what vLLM's neural drafter does on a step where no row takes its draft (the overlay's setting)
-UNUSED_NEURAL_PASSES = ("fill", "skip", "full")
+UNUSED_NEURAL_PASSES = ("fill", "skip", "full", "fill_in_use")
 #: where the overlay's method gets its cost model when the options give none: ``online``, learnt from
 #: this engine's own step and drafter times; ``off``, the method's own default (hybrid: none)
 STEP_COSTS = ("online", "off")

@@ -18,7 +18,11 @@ The counters say what vLLM's drafter did each step: ``neural_pass.full`` (its wh
   drafts attend to every position, and computes no draft token (no LM-head projection);
 - ``"skip"``: nothing; cheapest, but the drafter's KV cache misses those positions for the rest
   of the request (its later drafts attend to stale entries there);
-- ``"full"``: its whole pass every step before the method decides (the first overlay's way).
+- ``"full"``: its whole pass every step before the method decides (the first overlay's way);
+- ``"fill_in_use"``: ``fill`` while the head is in use for the batch (its draft taken, or a
+  request joined, within the last :data:`FILL_IDLE_STEPS` steps), ``skip`` otherwise; the counters
+  say which. The positions skipped are not re-filled before the head's next draft: vLLM's EAGLE
+  forward needs the target's hidden states at those positions, which vLLM keeps for one step only.
 
 With ``step_costs = "online"`` (the default) a method that takes a cost model and was given none
 gets an :class:`~specplug.cost.OnlineCostModel` learnt from this engine's own times: the time
@@ -49,6 +53,9 @@ __all__ = ["EngineDrafts", "HybridOverlay"]
 
 log = logging.getLogger(LOGGER_NAME)
 
+#: ``fill_in_use``: steps without the head's draft (and without a new request) after which the fill stops
+FILL_IDLE_STEPS = 8
+
 
 class HybridOverlay(EngineDrafting):
     """Replaces vLLM's neural drafts by a composing method's choice, request by request."""
@@ -77,6 +84,8 @@ class HybridOverlay(EngineDrafting):
         self.clock: Callable[[], float] = time.perf_counter  # what times are read from (tests set their own)
         # the first whole pass and first drafting call pay vLLM's one-time setup (seconds on a CPU): not learnt
         self._untimed = {"whole_pass": True, "call": True}
+        # fill_in_use: the drafting calls so far, the call up to which the fill runs, the batch's requests
+        self._calls, self._fill_until, self._batch_ids = 0, 0, frozenset()
         super().__init__(create_method(settings, self.engine_drafts, self.step_costs), **stats_options(settings))
         #: tokens of vLLM's drafter pass when a row takes its draft (the method's validated
         #: neural_max_tokens, at most the step's K): lookups draft up to K while the head runs only as
@@ -151,6 +160,7 @@ class HybridOverlay(EngineDrafting):
         if self.neural_tokens and isinstance(sampled_token_ids, list):  # lists: a draft of any length goes
             head_tokens = min(num_tokens, self.neural_tokens)
         neural = _NeuralPass(neural_pass, head_tokens)
+        self._note_batch(runner)
         faults = self.guard.counters["faults"]
         try:
             new_tokens, lengths = self._new_tokens(runner, sampled_token_ids)
@@ -161,6 +171,7 @@ class HybridOverlay(EngineDrafting):
         neural.raise_engine_error()  # vLLM's own drafter failed: as it would without the plugin
         if neural.drafts is not None:  # some row asked: vLLM's drafts are there, as in the full overlay
             self.counters["neural_pass.full"] += 1
+            self._fill_until = self._calls + FILL_IDLE_STEPS
             if chosen is None:
                 return neural.drafts
             engine_rows = _padded_rows(neural.rows, len(chosen))
@@ -169,11 +180,23 @@ class HybridOverlay(EngineDrafting):
             drafts = neural.run()  # the method faulted before asking: vLLM's own drafts go out
             neural.raise_engine_error()
             self.counters["neural_pass.full"] += 1
+            self._fill_until = self._calls + FILL_IDLE_STEPS
             return drafts
-        self.counters[f"neural_pass.{self.unused_neural_pass}"] += 1
-        if self.unused_neural_pass == "fill":
+        fill = self.unused_neural_pass == "fill" or (
+            self.unused_neural_pass == "fill_in_use" and self._calls <= self._fill_until)
+        self.counters["neural_pass.fill" if fill else "neural_pass.skip"] += 1
+        if fill:
             neural_pass(0)  # the drafter's KV cache follows the request; no draft token computed
         return chosen  # lists: vLLM takes a draft of any length per request
+
+    def _note_batch(self, runner: Any) -> None:
+        """Counts the drafting call; a request new to the batch keeps the ``fill_in_use`` fill going
+        (its prompt's positions, and the head's first tries on it, need the drafter's KV cache)."""
+        self._calls += 1
+        ids = frozenset(getattr(runner.input_batch, "req_ids", ()))
+        if ids - self._batch_ids:
+            self._fill_until = self._calls + FILL_IDLE_STEPS
+        self._batch_ids = ids
 
     def _overlay(self, runner: Any, num_tokens: int, sampled_token_ids: Any, drafts: Any) -> Any:
         """The full overlay: vLLM's drafter has run; the method chooses per row between its draft and the lookup's."""

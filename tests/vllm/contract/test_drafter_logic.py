@@ -22,7 +22,7 @@ import specplug
 from specplug import Draft, GuardedProposer, InvalidOptionError, Proposer
 from specplug.engine import BatchSync, StatsReporter
 from specplug_adapters.vllm import SpecplugDrafter, read_stats
-from specplug_adapters.vllm._hybrid import EngineDrafts, HybridOverlay, _like
+from specplug_adapters.vllm._hybrid import FILL_IDLE_STEPS, EngineDrafts, HybridOverlay, _like
 from specplug_adapters.vllm._import_hook import when_imported
 from specplug_adapters.vllm._stats import LOGGER_NAME
 
@@ -400,6 +400,52 @@ def test_a_row_that_takes_the_neural_draft_runs_the_drafter_once_for_the_batch(s
     assert overlay.counters["drafts.eagle"] == 2
 
 
+def _next_step(batch: Batch, runner: Runner, overlay: HybridOverlay, engine: EnginePass,
+               tokens: list[int] | None = None) -> str:
+    """One decoding step, each row's next token its pattern's (or ``tokens``): what vLLM's drafter did."""
+    if tokens is None:
+        tokens = [int(batch.token_ids_cpu[row, batch.num_tokens_no_spec[row] - 4]) for row in range(len(batch.req_ids))]
+    for row, token in enumerate(tokens):
+        batch.append(row, [token])
+    before = dict(overlay.counters)
+    overlay.apply(runner, 3, [[token] for token in tokens], engine)
+    done = [key for key in ("neural_pass.full", "neural_pass.fill", "neural_pass.skip")
+            if overlay.counters[key] != before.get(key, 0)]
+    assert len(done) == 1
+    return done[0].removeprefix("neural_pass.")
+
+
+def test_fill_in_use_fills_only_while_the_head_is_taken_or_a_request_is_new():
+    batch, runner, overlay = two_row_overlay(margin=100.0, unused_neural_pass="fill_in_use")  # lookups win
+    batch.num_tokens_no_spec[:2] -= 1  # two_row_overlay appended each row's next token: _next_step does
+    batch.token_ids_cpu[0, :32] = [1, 2, 3, 4] * 8
+    batch.token_ids_cpu[1, :32] = [9, 8, 7, 6] * 8
+    engine = EnginePass([[50, 51, 52], [60, 61, 62]])
+    # the requests are new: their prompts, and the head's first steps, fill its KV cache; then it idles
+    steps = [_next_step(batch, runner, overlay, engine) for _ in range(FILL_IDLE_STEPS + 3)]
+    assert steps == ["fill"] * (FILL_IDLE_STEPS + 1) + ["skip"] * 2
+    assert engine.asked == [0] * (FILL_IDLE_STEPS + 1)
+    # a request joins the batch: the fill runs again for it
+    batch.add("c", [5, 6, 7, 8] * 6)
+    runner.requests = {"a", "b", "c"}
+    assert _next_step(batch, runner, overlay, engine) == "fill"
+    steps = [_next_step(batch, runner, overlay, engine) for _ in range(FILL_IDLE_STEPS + 1)]
+    assert steps == ["fill"] * FILL_IDLE_STEPS + ["skip"]
+    # a step off every pattern: no lookup drafts, the head's draft is taken, and the fill resumes after it
+    assert _next_step(batch, runner, overlay, engine, tokens=[70, 71, 72]) == "full"
+    after = [_next_step(batch, runner, overlay, engine) for _ in range(FILL_IDLE_STEPS)]
+    assert "skip" not in after and "fill" in after, after  # the head's later steps take it, or the fill runs
+
+
+def test_fill_in_use_keeps_the_output_of_a_plain_fill_and_skip():
+    # whatever it does with vLLM's drafter, the drafts that go out are the method's, as with fill and skip
+    outputs = {}
+    for setting in ("fill", "skip", "fill_in_use"):
+        batch, runner, overlay = two_row_overlay(margin=100.0, unused_neural_pass=setting)
+        outputs[setting] = [overlay.apply(runner, 3, [[1], [9]], EnginePass([[50, 51, 52], [60, 61, 62]]))]
+    assert outputs["fill_in_use"] == outputs["fill"] == outputs["skip"]
+
+
 def test_vllms_own_drafter_error_is_raised_not_taken_for_a_method_fault():
     _, runner, overlay = two_row_overlay(margin=-100.0)
 
@@ -412,7 +458,7 @@ def test_vllms_own_drafter_error_is_raised_not_taken_for_a_method_fault():
 
 
 def test_a_bad_unused_neural_pass_names_the_value_and_the_valid_ones():
-    with pytest.raises(InvalidOptionError, match=r"unused_neural_pass'\] = 'never' is not valid; use one of fill, skip, full"):
+    with pytest.raises(InvalidOptionError, match=r"unused_neural_pass'\] = 'never' is not valid; use one of fill, skip, full, fill_in_use"):
         two_row_overlay(unused_neural_pass="never")
 
 
