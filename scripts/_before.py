@@ -5,6 +5,7 @@ The old code is read from git, not kept as a copy: the benchmark names the commi
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import subprocess
 import sys
@@ -33,3 +34,17 @@ def module_at(commit: str, path: str, name: str, folder: Path, text: str | None 
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def paired_parser(description: str, *, before: str, what: str, steps: int) -> argparse.ArgumentParser:
+    """The options every paired benchmark shares: the batch it times, and the commit (``before``
+    by default) whose ``what`` it measures the checkout's against."""
+    parser = argparse.ArgumentParser(description=description.splitlines()[0])
+    parser.add_argument("--before", default=before, help=f"the commit whose {what} to measure against")
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--context", type=int, default=8192)
+    parser.add_argument("--workloads", default="code-edit,text")
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--skip", type=int, default=5, help="first steps not timed (warm-up)")
+    parser.add_argument("-k", type=int, default=8)
+    return parser

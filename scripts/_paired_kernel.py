@@ -27,7 +27,7 @@ from specplug.engine import step_of_pieces
 from specplug.lab._perf_batch import _advance, _rows
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _before import module_at  # noqa: E402
+from _before import module_at, paired_parser  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -152,14 +152,7 @@ def composites(under: KernelUnderTest, workload: str, batch: int, context: int, 
 
 def main(under: KernelUnderTest, description: str, before: str) -> None:
     """The command line of a paired benchmark of ``under``'s kernel against commit ``before``'s."""
-    parser = argparse.ArgumentParser(description=description.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--context", type=int, default=8192)
-    parser.add_argument("--workloads", default="code-edit,text")
-    parser.add_argument("--steps", type=int, default=120)
-    parser.add_argument("--skip", type=int, default=5, help="first steps not timed (warm-up)")
-    parser.add_argument("-k", type=int, default=8)
-    parser.add_argument("--before", default=before, help=f"the commit whose {under.method} kernel to measure against")
+    parser = paired_parser(description, before=before, what=f"{under.method} kernel", steps=120)
     parser.add_argument("--composites", default="", help="e.g. hybrid,adaptive: time these beside suffix instead "
                         f"(old and new {under.method} kernel each, stepping in turn; µs/row and × suffix)")
     args = parser.parse_args()

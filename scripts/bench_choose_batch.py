@@ -14,7 +14,6 @@ Usage (one thread; about a minute):
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import statistics
 import subprocess
@@ -29,7 +28,7 @@ import numpy as np
 from specplug.proposers import _composite
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _before import module_at  # noqa: E402
+from _before import module_at, paired_parser  # noqa: E402
 from _paired_kernel import Stepper  # noqa: E402
 from bench_suffix_lockstep import KERNEL as SUFFIX_KERNEL  # noqa: E402
 
@@ -102,14 +101,7 @@ def run(workload: str, batch: int, context: int, steps: int, k: int, skip: int, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", default="ed1cff7", help="the commit whose choice kernels to measure against")
-    parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--context", type=int, default=8192)
-    parser.add_argument("--workloads", default="code-edit,text")
-    parser.add_argument("--steps", type=int, default=150)
-    parser.add_argument("--skip", type=int, default=5, help="first steps not timed (warm-up)")
-    parser.add_argument("-k", type=int, default=8)
+    parser = paired_parser(__doc__, before="ed1cff7", what="choice kernels", steps=150)
     parser.add_argument("--composites", default="adaptive,hybrid")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:

@@ -14,7 +14,6 @@ Usage (one thread; about a minute at 128 rows):
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -26,7 +25,7 @@ from specplug.engine import StandInDrafter
 from specplug.lab._perf_batch import _create_method, _rows
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _before import module_at, source_at  # noqa: E402
+from _before import module_at, paired_parser, source_at  # noqa: E402
 from bench_ngram_pool import Stepper, _same  # noqa: E402
 
 
@@ -73,15 +72,7 @@ def run(workload: str, batch: int, context: int, steps: int, k: int, skip: int, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", default="HEAD", help="the commit whose CompositeProposer to measure against")
-    parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--context", type=int, default=8192)
-    parser.add_argument("--workloads", default="code-edit,text")
-    parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--skip", type=int, default=5, help="first steps not timed (warm-up)")
-    parser.add_argument("-k", type=int, default=8)
-    args = parser.parse_args()
+    args = paired_parser(__doc__, before="HEAD", what="CompositeProposer", steps=60).parse_args()
     print("| workload | batch | steps | suffix µs/row | hybrid old | hybrid new | new ÷ old | old × suffix | new × suffix | "
           "adaptive old | adaptive new | new ÷ old | old × suffix | new × suffix | load |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
