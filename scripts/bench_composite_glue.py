@@ -15,7 +15,6 @@ Usage (one thread; about a minute at 128 rows):
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -26,7 +25,7 @@ from specplug.lab._perf_batch import _create_method, _rows
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _before import module_at, paired_parser, source_at  # noqa: E402
-from bench_ngram_pool import Stepper, _same  # noqa: E402
+from bench_ngram_pool import Stepper, time_in_turn  # noqa: E402
 
 
 def old_composites(commit: str, folder: Path) -> dict[str, object]:
@@ -56,13 +55,7 @@ def run(workload: str, batch: int, context: int, steps: int, k: int, skip: int, 
     for name in ("hybrid", "adaptive"):
         subjects[(name, "old")] = Stepper(old[name](), rows, k)
         subjects[(name, "new")] = Stepper(_create_method(name), rows, k)
-    keys = list(subjects)
-    for index in range(steps):
-        for key in keys[index % len(keys):] + keys[: index % len(keys)]:
-            subjects[key].step(index >= skip)
-        for name in ("hybrid", "adaptive"):
-            _same(subjects[(name, "old")].last, subjects[(name, "new")].last)
-    us = {key: statistics.median(s.times) / 1000 / batch for key, s in subjects.items()}
+    us = time_in_turn(subjects, steps, skip, batch, ("hybrid", "adaptive"))
     suffix = us[("suffix", "-")]
     cells = []
     for name in ("hybrid", "adaptive"):

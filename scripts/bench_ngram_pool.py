@@ -71,6 +71,19 @@ class Stepper:
         _advance(self.rows, got, self.position, self.new)
 
 
+def time_in_turn(subjects: dict, steps: int, skip: int, batch: int, paired: tuple[str, ...]) -> dict:
+    """Step every subject in turn (the order rotated each step, so none always runs on a warm cache),
+    the ``(name, "old")`` and ``(name, "new")`` of each paired name checked equal at every step;
+    the median µs per row of each subject's timed steps."""
+    keys = list(subjects)
+    for index in range(steps):
+        for key in keys[index % len(keys):] + keys[: index % len(keys)]:
+            subjects[key].step(index >= skip)
+        for name in paired:
+            _same(subjects[(name, "old")].last, subjects[(name, "new")].last)
+    return {key: statistics.median(s.times) / 1000 / batch for key, s in subjects.items()}
+
+
 def _same(a, b) -> None:
     assert a.tokens.tolist() == b.tokens.tolist() and np.array_equal(a.lengths, b.lengths)
     assert np.array_equal(a.accepted, b.accepted) and np.array_equal(a.scores, b.scores, equal_nan=True)
@@ -88,13 +101,7 @@ def run(workload: str, batch: int, context: int, steps: int, k: int, skip: int, 
         ("adaptive", "old"): Stepper(specplug.create("adaptive", candidates=["suffix", old_class(NgramOptions())]), rows, k),
         ("adaptive", "new"): Stepper(specplug.create("adaptive"), rows, k),
     }
-    keys = list(subjects)
-    for index in range(steps):
-        for key in keys[index % len(keys):] + keys[: index % len(keys)]:
-            subjects[key].step(index >= skip)
-        for name in ("ngram", "adaptive"):
-            _same(subjects[(name, "old")].last, subjects[(name, "new")].last)
-    us = {key: statistics.median(s.times) / 1000 / batch for key, s in subjects.items()}
+    us = time_in_turn(subjects, steps, skip, batch, ("ngram", "adaptive"))
     suffix = us[("suffix", "-")]
     load = "-".join(f"{value:.1f}" for value in os.getloadavg()[:1])
     print(f"| {workload} | {batch} | {steps - skip} | {suffix:.2f} | {us[('ngram', 'old')]:.2f} | {us[('ngram', 'new')]:.2f} | "
