@@ -160,7 +160,8 @@ class HybridOverlay(EngineDrafting):
         if self.neural_tokens and isinstance(sampled_token_ids, list):  # lists: a draft of any length goes
             head_tokens = min(num_tokens, self.neural_tokens)
         neural = _NeuralPass(neural_pass, head_tokens)
-        self._note_batch(runner)
+        if self.unused_neural_pass == "fill_in_use":  # the other settings need no batch history
+            self._note_batch(runner)
         faults = self.guard.counters["faults"]
         try:
             new_tokens, lengths = self._new_tokens(runner, sampled_token_ids)

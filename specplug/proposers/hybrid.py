@@ -60,7 +60,7 @@ class HybridOptions(MethodOptions):
     )
     prior: float = Field(0.6, gt=0, lt=1, allow_inf_nan=False, description="acceptance per draft position before any is observed")
     prior_weight: float = Field(4.0, gt=0, le=1e6, allow_inf_nan=False, description="observations the pooled estimate is worth for a new request")
-    explore: float = Field(0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for the neural drafter's rarely observed positions (UCB scale); with a cost model, weighed by the share of a step a failed neural draft keeps")
+    explore: float = Field(0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for the neural drafter's rarely observed positions (UCB scale); with costs learnt online (the engine adapters' default), weighed by the share of a step a failed neural draft keeps")
     neural_probe: bool | None = Field(
         None,
         description="ask a neural drafter for its whole draft and score the tokens past the verified cut too (None: yes, unless a neural part declares shorter_drafts_save, as a draft model does: it pays per drafted token)",
