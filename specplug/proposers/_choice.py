@@ -22,6 +22,7 @@ from numba import njit
 
 from specplug.proposers._pending import add_pending, score_pending
 from specplug.proposers._prefetch import prefetch
+from specplug.proposers._step_times import row_step_times_to
 
 __all__ = [
     "EMPTY", "chained_estimate", "KIND_LOOKUP", "KIND_LOOKUP_NEURAL", "KIND_NEURAL", "KIND_PLAIN", "NOT_DRAFTED", "choose_rows",
@@ -74,19 +75,20 @@ def chained_estimate(
 ) -> None:  # pragma: no cover - compiled
     """Acceptance per position (into ``out``): pooled, each position shrunk towards the estimate of
     the one before it (the first towards ``prior``), the request's counts shrunk towards those."""
-    _chained_estimate_weighted(own_drafted, own_accepted, drafted, accepted, prior, weight, weight, out)
+    _chained_estimate_weighted(own_drafted, own_accepted, drafted, accepted, prior, weight, weight, out, len(drafted))
 
 
 @njit(cache=True)
 def _chained_estimate_weighted(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
-    prior: float, weight: float, own_weight: float, out: np.ndarray,
+    prior: float, weight: float, own_weight: float, out: np.ndarray, count: int,
 ) -> None:  # pragma: no cover - compiled
-    # chained_estimate with the pooled estimate worth ``own_weight`` observations against the request's
+    # chained_estimate, of the first ``count`` positions (each depends only on those before it, so
+    # they are the same as a longer scan's), with the pooled estimate worth ``own_weight`` observations against the request's
     # counts. A lookup is scored at every step, chosen or not, so a request's counts grow fast and tell
     # how much of this request's text repeats, which differs more between requests than any pool shows
     previous = prior
-    for j in range(len(drafted)):
+    for j in range(count):
         previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
         out[j] = (own_accepted[j] + own_weight * previous) / (own_drafted[j] + own_weight)
 
@@ -133,12 +135,12 @@ def _kept_share(step_times: np.ndarray, ran: int, with_neural: int, longest: int
 def score_row(
     slot: int, new_tokens: np.ndarray, lengths: np.ndarray, own_drafted: np.ndarray, own_accepted: np.ndarray,
     pooled_drafted: np.ndarray, pooled_accepted: np.ndarray, meta: np.ndarray, waiting: np.ndarray, count: np.ndarray,
-    decay: float,
+    decay: float, widest: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """What :func:`choose_rows` does for a row that gains tokens and drafts nothing (``extend``)."""
     score_pending(
         slot, new_tokens, 0, len(new_tokens), lengths[slot], meta, waiting, count,
-        own_drafted[slot], own_accepted[slot], pooled_drafted, pooled_accepted, decay,
+        own_drafted[slot], own_accepted[slot], pooled_drafted, pooled_accepted, decay, widest[0],
     )
     lengths[slot] += len(new_tokens)
 
@@ -152,7 +154,8 @@ def _prefetch_row(slot, row, stored, lookup_tracks, lookup_bands, neural_tracks,
     # drafts will score and be priced with. A hint only: it never changes a result.
     waiting_count = min(count[slot], meta.shape[1])
     if not stored:
-        for w in range(waiting_count):
+        # its waiting drafts, and the entries this step's lookup drafts will be written to
+        for w in range(min(waiting_count + len(lookup_tracks), meta.shape[1])):
             prefetch(meta[slot, w], 0)
             prefetch(waiting[slot, w], 0)
         return
@@ -187,6 +190,7 @@ def choose_rows(
     pooled_drafted: np.ndarray, pooled_accepted: np.ndarray, meta: np.ndarray, waiting: np.ndarray, count: np.ndarray,
     choice: np.ndarray, cut: np.ndarray, asked: np.ndarray, expected: np.ndarray, other_expected: np.ndarray,
     confirmed_cut: np.ndarray, confirmed_expected: np.ndarray, fallback: np.ndarray, hopeful: np.ndarray,
+    widest: np.ndarray, price_here: bool, pricing: tuple,
 ) -> None:  # pragma: no cover - compiled
     """Per row, in order: score its waiting drafts on its new tokens (where ``extended``), then,
     where ``limits`` > 0, choose: ``choice`` (see :data:`NOT_DRAFTED`), ``cut`` (tokens kept of
@@ -201,6 +205,12 @@ def choose_rows(
     drafter whose one pass serves every row, ``Proposer.shared_pass``): ``fallback[row]``, its
     best choice without the neural part (choice, cut, expected), and ``hopeful[row]``, the cut
     and the expectation, exploration bonus included, that the neural part won by.
+
+    ``times[row]`` hold each row's step times [kind, draft length]; with ``price_here`` they are
+    computed instead at the row (``pricing``: the batch size and the linear cost model's
+    coefficients, ``_step_times``), for the lengths up to its limit only (no choice reads
+    longer ones), into one small buffer. ``widest[0]``: the longest limit seen, kept up here
+    (``score_pending`` decays the positions below it only).
     """
     prior, weight, explore, decay = params[0], params[1], params[2], params[3]
     min_gain, margin = params[4], params[5]
@@ -213,6 +223,8 @@ def choose_rows(
     p_neural = np.empty(positions)
     p_confirmed = np.empty(positions)
     towards = np.empty(positions)
+    row_times = np.empty((4, positions + 1))  # a row's step times, priced here [kind, length]
+    batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token = pricing
     rows = len(slots)
     for row in range(min(rows, 2)):
         _prefetch_row(slots[row], row, False, lookup_tracks, lookup_bands, neural_tracks, confirmed, own_drafted,
@@ -230,13 +242,15 @@ def choose_rows(
         if extended[row]:
             score_pending(
                 slot, new_tokens, begin, end, lengths[slot], meta, waiting, count,
-                own_d, own_a, pooled_drafted, pooled_accepted, decay,
+                own_d, own_a, pooled_drafted, pooled_accepted, decay, widest[0],
             )
             lengths[slot] += end - begin
         limit = limits[row]
         choice[row] = NOT_DRAFTED
         if limit <= 0:
             continue
+        if limit > widest[0]:
+            widest[0] = limit
         steps[0] += 1
         at = lengths[slot]
         drafted_any = False
@@ -246,8 +260,8 @@ def choose_rows(
             drafted_any = drafted_any or n > 0
         if not by_cost:  # the hybrid without a cost model: expected accepted tokens, lookup against neural
             track, band, n = lookup_tracks[0], lookup_bands[0, row], lookup_lengths[0, row]
-            chained_estimate(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
-                      prior, weight, p_lookup)
+            _chained_estimate_weighted(own_d[track, band], own_a[track, band], pooled_drafted[track, band],
+                                       pooled_accepted[track, band], prior, weight, weight, p_lookup, n)
             track = neural_tracks[0]
             _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
                      prior, weight, explore, steps[0], p_neural)
@@ -263,7 +277,12 @@ def choose_rows(
         # by cost: the most expected tokens per second, plain decoding included (choose_by_cost)
         ran = KIND_LOOKUP if drafted_any else KIND_PLAIN
         with_neural = KIND_LOOKUP_NEURAL if drafted_any else KIND_NEURAL
-        step_times = times[row]
+        if price_here:  # the row's context: its length, this step's tokens in
+            row_step_times_to(lengths[slot], batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token,
+                              row_times, limit + 1)
+            step_times = row_times
+        else:
+            step_times = times[row]
         best_rate = (1.0 + min_gain) / step_times[ran, 0]
         choice[row] = EMPTY
         expected[row] = 0.0
@@ -273,7 +292,7 @@ def choose_rows(
                 continue
             track, band = lookup_tracks[li], lookup_bands[li, row]
             _chained_estimate_weighted(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
-                                       prior, weight, lookup_weight, p_lookup)
+                                       prior, weight, lookup_weight, p_lookup, n)
             rate, k, value = _best_cut(p_lookup, n, step_times[ran])
             if rate > best_rate:
                 best_rate, choice[row], cut[row], expected[row] = rate, li, k, value
@@ -314,7 +333,7 @@ def choose_rows(
                 continue
             lookup_track, band = lookup_tracks[li], lookup_bands[li, row]
             _chained_estimate_weighted(own_d[lookup_track, band], own_a[lookup_track, band], pooled_drafted[lookup_track, band],
-                                       pooled_accepted[lookup_track, band], prior, weight, lookup_weight, p_lookup)
+                                       pooled_accepted[lookup_track, band], prior, weight, lookup_weight, p_lookup, positions)
             for j in range(positions):
                 towards[j] = max(p_lookup[j], p_neural[j])
             _estimate_towards(own_d[confirmed, 0], own_a[confirmed, 0], pooled_drafted[confirmed, 0],

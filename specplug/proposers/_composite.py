@@ -30,7 +30,7 @@ from specplug._contract import (
 from specplug._cost._linear import CostModel, LinearCostModel
 from specplug._cost._steps import _draft_coefficients, _verify_coefficients, spec_step_times
 from specplug.proposers import _choice, _row_drafts
-from specplug.proposers._choose_step import choose_batch
+from specplug.proposers._choose_step import choose_and_finish, choose_batch
 from specplug.proposers._parts import BANDS, PositionStats, checked_batch_size, estimate, optimism, score_bands_of_rows
 from specplug.proposers._pending import PendingTable
 from specplug.proposers._row_drafts import RowDraft, RowDrafts
@@ -141,10 +141,20 @@ class CompositeProposer(Proposer):
         self._pooled_accepted = np.zeros((tracks, BANDS, positions))
         self._no_times = np.zeros((1, len(_KINDS), 1))
         self._no_neurals = np.zeros(0, dtype=np.int64)
-        self._no_coefficients = _linear_coefficients(None, 1)  # without a cost model: never read
+        self._no_pricing = (1, *_linear_coefficients(None, 1))  # without a cost model, or priced in Python: never read
+        # the longest limit the kernels have seen: no draft, so no count, reaches past it (_pending.score_pending)
+        self._widest = np.zeros(1, dtype=np.int64)
         self._chosen = _ChoiceArrays(len(choosing.lookups), positions)  # the batch choice's outputs, kept between steps
         self._times_key: tuple[object, int] | None = None  # (cost model, batch size) of _times_args
         self._times_args: tuple[np.ndarray, ...] = ()
+        self._pricing: tuple[object, ...] = self._no_pricing  # the batch kernels' (batch size, *_times_args)
+        # without a neural part and with the linear cost model (adaptive's default), the choice and the
+        # drafts are made in one kernel call (_choose_step.choose_and_finish)
+        self._one_call = not choosing.neurals and isinstance(choosing.cost, LinearCostModel)
+        # the last batch step's request ids and their slots, reused while the rows stay the same
+        # (cleared by every start and stop: a slot may then change)
+        self._rows_ids: Sequence[RequestId] | None = None
+        self._rows_slots = np.zeros(0, dtype=np.int64)
         # neural parts whose one pass drafts every row of a step: priced once per batch (_price_shared_passes)
         self._shared_passes = np.array([bool(getattr(self.parts[index], "shared_pass", False))
                                         for index in choosing.neurals], dtype=np.bool_)
@@ -174,6 +184,7 @@ class CompositeProposer(Proposer):
                 part.stop(request_id)
             raise
         slot = self._free.pop() if self._free else self._new_slot()
+        self._rows_ids = None
         self._slot[request_id] = slot
         self._own_drafted[slot] = 0.0
         self._own_accepted[slot] = 0.0
@@ -195,6 +206,7 @@ class CompositeProposer(Proposer):
 
     def _stop(self, request_id: RequestId) -> None:
         slot = self._slot.pop(request_id)
+        self._rows_ids = None
         self._drafts.stop(request_id, slot)
         self._free.append(slot)
         errors = []
@@ -215,6 +227,7 @@ class CompositeProposer(Proposer):
         _choice.score_row(
             self._slot[request_id], tokens, self._lengths, self._own_drafted, self._own_accepted,
             self._pooled_drafted, self._pooled_accepted, waiting.meta, waiting.tokens, waiting.count, self._decay,
+            self._widest,
         )  # fmt: skip
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
@@ -263,7 +276,7 @@ class CompositeProposer(Proposer):
         pending, slot_of, drafts = self._pending, self._slot, self._drafts
         if drafts.dirty:  # drafts that per-request calls made: into the arrays first
             drafts.sync(pending, slot_of)
-        slots = np.fromiter(map(slot_of.__getitem__, ids), dtype=np.int64, count=rows)
+        slots = self._slots_of(ids, rows)
         observed = self._observed_rows(ids, new_tokens, offsets) if self._observes else ()
         # acceptance of each row's last draft, as extend() counts it: in arrays, no Python per row
         accepted = np.zeros(rows, dtype=np.int64)
@@ -279,6 +292,28 @@ class CompositeProposer(Proposer):
             lengths[li] = got.lengths
             scores[li] = got.scores
             sources.append(got.sources)
+        width = int(step.limits.max()) if rows else 0
+        if self._one_call:  # no neural part: the choice and the drafts in one kernel call
+            chosen, out = self._choose_finished(slots, new_tokens, offsets, limits, tokens, lengths, scores, width)
+            choice, neural_sources = chosen[0], []
+        else:
+            chosen, out, neural_sources = self._choose_then_finish(step, slots, limits, tokens, lengths, scores, width)
+            choice = chosen[0]
+        for request_id, last, count in observed:  # as extend() does, once the tokens are in
+            self._observe(request_id, last, count)
+        out_tokens, out_lengths, out_scores, out_neural, continued_by = out
+        # what the next step's acceptance count reads (and extend(), through each request's RowDraft)
+        _row_drafts.remember_rows(drafts.tokens, drafts.lengths, drafts.scores, slots, step.limits, out_tokens,
+                                  out_lengths, out_scores)
+        sources_of_rows = self._sources(choice, continued_by, sources, neural_sources)
+        return BatchDrafts(out_tokens, out_lengths, accepted, sources_of_rows, out_scores, out_neural)
+
+    def _choose_then_finish(
+        self, step: BatchStep, slots: np.ndarray, limits: np.ndarray, tokens: np.ndarray, lengths: np.ndarray,
+        scores: np.ndarray, width: int,
+    ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...], list[Sequence[str]]]:
+        """The choice, the chosen neural parts' drafts (a batch call each) and every row's draft."""
+        ids, new_tokens, offsets, rows = step.request_ids, step.new_tokens, step.offsets, len(slots)
         chosen = self._choose_batch(slots, new_tokens, offsets, limits, tokens, lengths, scores)
         if self._shared_passes.any() and self.choosing.cost is not None and rows:
             self._price_shared_passes(slots, lengths, chosen)
@@ -291,20 +326,35 @@ class CompositeProposer(Proposer):
             # every row's tokens go in; a draft comes out only where this part was chosen
             asking = np.where(choice == n_lookups + ni, asked, 0)
             got = _part_step(self.parts[index], BatchStep(ids, new_tokens, offsets, asking))
-            width = got.tokens.shape[1] if rows else 0
-            neural_tokens[ni, :, :width] = got.tokens
+            drafted = got.tokens.shape[1] if rows else 0
+            neural_tokens[ni, :, :drafted] = got.tokens
             neural_lengths[ni] = got.lengths
             neural_sources.append(got.sources)
-        width = int(step.limits.max()) if rows else 0
         out = self._finish(slots, chosen, tokens, lengths, neural_tokens, neural_lengths, width)
-        for request_id, last, count in observed:  # as extend() does, once the tokens are in
-            self._observe(request_id, last, count)
-        out_tokens, out_lengths, out_scores, out_neural, continued_by = out
-        # what the next step's acceptance count reads (and extend(), through each request's RowDraft)
-        _row_drafts.remember_rows(drafts.tokens, drafts.lengths, drafts.scores, slots, step.limits, out_tokens,
-                                  out_lengths, out_scores)
-        sources_of_rows = self._sources(choice, continued_by, sources, neural_sources)
-        return BatchDrafts(out_tokens, out_lengths, accepted, sources_of_rows, out_scores, out_neural)
+        return chosen, out, neural_sources
+
+    def _choose_finished(
+        self, slots: np.ndarray, new_tokens: np.ndarray, offsets: np.ndarray, limits: np.ndarray, tokens: np.ndarray,
+        lengths: np.ndarray, scores: np.ndarray, width: int,
+    ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+        """What :meth:`_choose_batch` then :meth:`_finish` give a composite with no neural part and
+        the linear cost model, in one kernel call (``_choose_step.choose_and_finish``)."""
+        rows = len(slots)
+        out = (np.zeros((rows, width), dtype=np.int64), np.zeros(rows, dtype=np.int64), np.zeros(rows),
+               np.zeros(rows, dtype=np.bool_), np.empty(rows, dtype=np.int64))
+        chosen = self._run_choice(choose_and_finish, slots, new_tokens, offsets, limits, tokens, lengths, scores, *out)
+        return chosen, out
+
+    def _slots_of(self, ids: Sequence[RequestId], rows: int) -> np.ndarray:
+        """The rows' slots: the last step's array while the request ids are the same (compared as
+        a list or tuple; no start or stop since), else looked up anew."""
+        if ids.__class__ in (list, tuple):
+            if ids == self._rows_ids:
+                return self._rows_slots
+            slots = np.fromiter(map(self._slot.__getitem__, ids), dtype=np.int64, count=rows)
+            self._rows_ids, self._rows_slots = ids[:], slots
+            return slots
+        return np.fromiter(map(self._slot.__getitem__, ids), dtype=np.int64, count=rows)
 
     def _price_shared_passes(self, slots: np.ndarray, lookup_lengths: np.ndarray, chosen: tuple[np.ndarray, ...]) -> None:
         """Each row chose as if the whole batch drafted alike, so a neural part whose one pass serves
@@ -382,27 +432,34 @@ class CompositeProposer(Proposer):
             extended = offsets[1:] > offsets[:-1]
             bands = self._bands(scores, lengths, limits)
             return self._choose(slots, new_tokens, offsets, extended, limits, tokens, lengths, bands)
-        rows = len(slots)
-        waiting = self._waiting
-        if rows:  # as _choose
-            waiting.make_room(int(waiting.count[slots].max()) + len(self.choosing.lookups) + 2)
-        if cost is None:
-            coefficients = self._no_coefficients
-        else:
-            key = (cost, self.batch_size)
-            if self._times_key != key:
-                self._times_key, self._times_args = key, _linear_coefficients(cost, self.batch_size)
-            coefficients = self._times_args
+        return self._run_choice(choose_batch, slots, new_tokens, offsets, limits, tokens, lengths, scores)
+
+    def _run_choice(
+        self, kernel, slots: np.ndarray, new_tokens: np.ndarray, offsets: np.ndarray, limits: np.ndarray,
+        tokens: np.ndarray, lengths: np.ndarray, scores: np.ndarray, *finished: np.ndarray,
+    ) -> tuple[np.ndarray, ...]:
+        """``kernel`` (``_choose_step``'s ``choose_batch``, or ``choose_and_finish`` with its outputs
+        ``finished``) with the composite's state, until the waiting-draft table had room (the kernel
+        changes nothing while it has not: it says what room it wants, the table grows, it runs again)."""
+        cost, rows = self.choosing.cost, len(slots)
+        if cost is not None:
+            self._linear_args(cost, self.batch_size)
         longest = np.array([self._neural_longest(index) for index in self.choosing.neurals], dtype=np.int64) \
             if len(self.choosing.neurals) else self._no_neurals
         chosen = self._chosen.rows(rows)
-        choose_batch(
-            slots, new_tokens, offsets, limits, tokens, lengths, scores, np.log2(1.0 + np.fmax(scores, 0.0)),
-            self._lookup_tracks, self._neural_tracks, longest, self.batch_size, *coefficients, self._params, self._flags,
-            self._lengths, self._step_count, self._own_drafted, self._own_accepted, self._pooled_drafted,
-            self._pooled_accepted, waiting.meta, waiting.tokens, waiting.count, *self._chosen.scratch(rows), *chosen,
-        )  # fmt: skip
-        return chosen
+        logs = np.log2(1.0 + np.fmax(scores, 0.0))
+        waiting = self._waiting
+        while True:
+            wanted = kernel(
+                slots, new_tokens, offsets, limits, tokens, lengths, scores, logs, self._lookup_tracks,
+                self._neural_tracks, longest, self._pricing, self._params, self._flags, self._lengths, self._step_count,
+                self._widest, self._own_drafted, self._own_accepted, self._pooled_drafted, self._pooled_accepted,
+                waiting.meta, waiting.tokens, waiting.count, *self._chosen.scratch(rows), self._no_times, *chosen,
+                *finished,
+            )  # fmt: skip
+            if not wanted:
+                return chosen
+            waiting.make_room(wanted)
 
     def _choose(
         self, slots: np.ndarray, new_tokens: np.ndarray, offsets: np.ndarray, extended: np.ndarray, limits: np.ndarray,
@@ -433,6 +490,7 @@ class CompositeProposer(Proposer):
             self._own_drafted, self._own_accepted, self._pooled_drafted, self._pooled_accepted,
             waiting.meta, waiting.tokens, waiting.count,
             choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected, fallback, hopeful,
+            self._widest, False, self._no_pricing,
         )  # fmt: skip
         return choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected, fallback, hopeful
 
@@ -506,12 +564,17 @@ class CompositeProposer(Proposer):
                 [spec_step_times(cost, batch, context, positions, kinds) for kinds in _KINDS] for context in contexts.tolist()
             ]).reshape(rows, len(_KINDS), positions + 1)  # fmt: skip
         # spec_step_times of the linear model, every row at once (the same operations, in one numba pass)
-        key = (cost, batch)
-        if self._times_key != key:  # the coefficients change only with the model or the batch size
-            self._times_key, self._times_args = key, _linear_coefficients(cost, batch)
+        self._linear_args(cost, batch)
         out = np.empty((rows, len(_KINDS), positions + 1))
         linear_step_times(contexts.astype(np.int64), batch, *self._times_args, out)
         return out
+
+    def _linear_args(self, cost: LinearCostModel, batch: int) -> None:
+        """``_times_args`` and ``_pricing`` for ``cost`` at ``batch`` (they change only with those)."""
+        key = (cost, batch)
+        if self._times_key != key:
+            self._times_key, self._times_args = key, _linear_coefficients(cost, batch)
+            self._pricing = (batch, *self._times_args)
 
     # ---------------------------------------------------------------- statistics
     def estimate(self, request_id: RequestId, track: int, band: int = 0, prior: float | np.ndarray | None = None) -> np.ndarray:
@@ -555,7 +618,6 @@ class _ChoiceArrays:
         self.fallback, self.hopeful = np.zeros((rows, 3)), np.zeros((rows, 2))
         self._bands = np.zeros(lookups * rows, dtype=np.int64)  # flat: a step's [lookup, row] view stays contiguous
         self.extended = np.zeros(rows, dtype=np.bool_)
-        self.times = np.zeros((rows, len(_KINDS), self.positions + 1))
 
     def rows(self, rows: int) -> tuple[np.ndarray, ...]:
         if rows > self.capacity:
@@ -564,8 +626,8 @@ class _ChoiceArrays:
                 self.confirmed_cut[:rows], self.confirmed_expected[:rows], self.fallback[:rows], self.hopeful[:rows])
 
     def scratch(self, rows: int) -> tuple[np.ndarray, ...]:
-        """The score bands [lookup, row], which rows gained tokens, the step times [row, kind, length]."""
-        return self._bands[: self.lookups * rows].reshape(self.lookups, rows), self.extended[:rows], self.times[:rows]
+        """The score bands [lookup, row], which rows gained tokens."""
+        return self._bands[: self.lookups * rows].reshape(self.lookups, rows), self.extended[:rows]
 
 
 def _step_time(cost: CostModel, batched_tokens: int, kv_tokens: int, kinds: tuple[str, ...], draft_tokens: int) -> float:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["MAX_WAITING", "PendingTable", "add_pending", "score_pending"]
+__all__ = ["MAX_WAITING", "PendingTable", "add_pending", "room_wanted", "score_pending"]
 
 #: most drafts waiting per request. A step adds one per track, and a draft waits at most as many
 #: steps as it has tokens, so an engine that extends after each propose keeps far fewer; an
@@ -38,7 +38,7 @@ class PendingTable:
     >>> table = PendingTable(slots=1, positions=4)
     >>> add_pending(table.meta, table.tokens, table.count, 0, 0, 1, np.array([5, 6, 7]), 3, 10, True)
     >>> own, pooled = np.zeros((2, 2, 2, 4)), np.zeros((2, 2, 2, 4))   # drafted, accepted [track, band, position]
-    >>> score_pending(0, np.array([5, 6, 9]), 0, 3, 10, table.meta, table.tokens, table.count, *own, *pooled, 1.0)
+    >>> score_pending(0, np.array([5, 6, 9]), 0, 3, 10, table.meta, table.tokens, table.count, *own, *pooled, 1.0, 4)
     >>> own[0, 0, 1].tolist(), own[1, 0, 1].tolist(), int(table.count[0])   # 9 contradicts the third token
     ([1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0], 0)
     """
@@ -83,6 +83,20 @@ class PendingTable:
 
 
 @njit(cache=True)
+def room_wanted(slots: np.ndarray, count: np.ndarray, capacity: int, adds: int) -> int:  # pragma: no cover - compiled
+    """What :meth:`PendingTable.make_room` is to be given before a step of ``slots`` that adds up
+    to ``adds`` drafts per row, or 0 when the table has that room already (a kernel checks this
+    before it changes anything, and returns it for Python to grow the table and call again)."""
+    if len(slots) == 0:
+        return 0
+    most = 0
+    for row in range(len(slots)):
+        most = max(most, count[slots[row]])
+    wanted = min(most + adds, MAX_WAITING)
+    return wanted if wanted > capacity else 0
+
+
+@njit(cache=True)
 def add_pending(
     meta: np.ndarray, tokens: np.ndarray, count: np.ndarray, slot: int, track: int, band: int,
     draft: np.ndarray, length: int, at: int, follow: bool,
@@ -124,6 +138,7 @@ def score_pending(
     slot: int, new_tokens: np.ndarray, begin: int, end: int, old_length: int,
     meta: np.ndarray, tokens: np.ndarray, count: np.ndarray,
     drafted: np.ndarray, accepted: np.ndarray, pooled_drafted: np.ndarray, pooled_accepted: np.ndarray, decay: float,
+    widest: int,
 ) -> None:  # pragma: no cover - compiled
     """Score the waiting drafts of ``slot`` on its verified ``new_tokens[begin:end]`` (the first at
     position ``old_length``), each position once, into the request's ``drafted``/``accepted``
@@ -131,7 +146,9 @@ def score_pending(
     contradicted.
 
     ``decay`` < 1: a band's earlier counts of the request are first worth that much less (once
-    per draft, when its first position is scored), so they follow acceptance that drifts."""
+    per draft, when its first position is scored), so they follow acceptance that drifts. Only
+    positions below ``widest`` (the longest draft limit the composite was ever asked for) are
+    decayed: no draft reaches past it, so the counts there are zero, and stay so."""
     new_length = old_length + (end - begin)
     positions = drafted.shape[2]
     kept = 0
@@ -142,7 +159,7 @@ def score_pending(
         matched = True
         if reached > scored:
             if decay < 1.0 and scored == 0:
-                for j in range(positions):
+                for j in range(min(widest, positions)):
                     drafted[track, band, j] *= decay
                     accepted[track, band, j] *= decay
             # a waiting draft's scored positions end where the new tokens start
