@@ -28,9 +28,24 @@ from _before import module_at, paired_parser, source_at  # noqa: E402
 from bench_ngram_pool import Stepper, time_in_turn  # noqa: E402
 
 
+#: the composite's own modules, loaded from ``--before`` under other names (each importing the others' old copies):
+#: its kernels change with it
+_OWN = ("_step_times", "_pending", "_choice", "_choose_step", "_composite")
+
+
+def _old_imports(text: str) -> str:
+    """``text`` importing the old copies of :data:`_OWN` instead of this checkout's."""
+    for name in _OWN:
+        text = text.replace(f"from specplug.proposers.{name} import", f"from {name}_before import")
+    return text.replace("from specplug.proposers import _choice, _row_drafts",
+                        "import _choice_before as _choice\nfrom specplug.proposers import _row_drafts")
+
+
 def old_composites(commit: str, folder: Path) -> dict[str, object]:
     """hybrid's and adaptive's proposer classes on ``commit``'s ``CompositeProposer``, with their options."""
-    module_at(commit, "specplug/proposers/_composite.py", "_composite_before", folder)
+    for name in _OWN:
+        path = f"specplug/proposers/{name}.py"
+        module_at(commit, path, f"{name}_before", folder, text=_old_imports(source_at(commit, path)))
     out = {}
     for name in ("hybrid", "adaptive"):
         path = f"specplug/proposers/{name}.py"

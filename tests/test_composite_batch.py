@@ -41,6 +41,10 @@ CONFIGS = {
         half_life=0.0, explore=1.0, max_positions=8,
     ),
     "adaptive": lambda: specplug.create("adaptive", candidates=["suffix", "ngram"], max_positions=8),
+    # one lookup at a large batch: plain decoding often wins (empty drafts), and the counts fade fast
+    "adaptive-one-lookup-batch64": lambda: specplug.create(
+        "adaptive", candidates=["ngram"], batch_size=64, half_life=4.0, max_positions=6
+    ),
     "adaptive-neural": lambda: specplug.create(
         "adaptive", candidates=[_neural(3), "suffix", "ngram"], batch_size=2, explore=1.0, max_positions=8
     ),
@@ -214,7 +218,171 @@ def _set_choice_state(composite, state: list[np.ndarray]) -> None:
     waiting.meta[...], waiting.tokens[...], waiting.count[...] = state[-3:]
 
 
-@pytest.mark.parametrize("config", sorted(CONFIGS))
+def _run_batch_steps(composite, steps: int, seed: int, ids=range(13)) -> None:
+    """``steps`` batch steps of a long run on repetitive text: some steps leave rows out, some rows
+    ask for no draft (tokens only), each row's new tokens accept a random prefix of its draft."""
+    rng = np.random.default_rng(seed)
+    text = np.tile(rng.integers(0, 12, size=40), 30)
+    ids = list(ids)
+    position = {rid: 3 * rid + 20 for rid in ids}
+    composite.step_batch(BatchStep.of([], [], [], started=[(rid, text[: position[rid]].tolist()) for rid in ids]))
+    new = {rid: [] for rid in ids}
+    for step in range(steps):
+        rows = [rid for rid in ids if step % 3 or rid % 2]
+        limits = [int(rng.integers(0, 8)) for _ in rows]  # 0: tokens only, no draft
+        got = composite.step_batch(BatchStep.of(rows, [new[rid] for rid in rows], limits))
+        for row, rid in enumerate(rows):
+            draft = got.tokens[row, : got.lengths[row]].tolist()
+            truth = text[position[rid] : position[rid] + len(draft) + 1].tolist()
+            keep = 0
+            while keep < len(draft) and draft[keep] == truth[keep] and rng.random() < 0.9:
+                keep += 1
+            new[rid] = draft[:keep] + [int(truth[keep])]
+            position[rid] += keep + 1
+
+
+_ONE_CALL = sorted(name for name in CONFIGS if CONFIGS[name]()._one_call)
+
+
+def test_the_one_call_path_is_taken_by_adaptive_without_a_neural_part_only() -> None:
+    assert _ONE_CALL == ["adaptive", "adaptive-one-lookup-batch64"]
+
+
+@pytest.mark.parametrize("config", _ONE_CALL)
+def test_the_one_call_choice_and_drafts_equal_the_choice_then_finish(config, monkeypatch):
+    """``_choose_step.choose_and_finish`` (adaptive's default: the choice, each row priced where it
+    is chosen, and the drafts in one call) against the path it replaced: bands, every row's full
+    step-time table (``linear_step_times``), ``_choice.choose_rows`` with the fading of counts over
+    all positions (``widest`` at the table's width, as before), then ``_choice.finish_rows``. At
+    every step of a long batch run, both from the same state: choices, cuts, expectations, drafts,
+    lengths, scores, whether the neural pass is needed, and all the state they change, element by
+    element."""
+    from specplug.proposers._composite import CompositeProposer
+
+    one_call = CompositeProposer._choose_finished
+    compared = {"rows": 0, "drafted": 0, "empty": 0, "not_drafted": 0}
+
+    def both(self, slots, new_tokens, offsets, limits, tokens, lengths, scores, width):
+        room = int(self._waiting.count[slots].max()) + len(self.choosing.lookups) + 2 if len(slots) else 0
+        self._waiting.make_room(room)  # the old path makes this room first: grow before the snapshot
+        before, widest = _choice_state(self), int(self._widest[0])
+        self._widest[0] = self.positions  # the old fading: every position
+        extended = offsets[1:] > offsets[:-1]
+        old = [array.copy() for array in self._choose(slots, new_tokens, offsets, extended, limits, tokens, lengths,
+                                                      self._bands(scores, lengths, limits))]
+        none = np.zeros((0, len(slots), self.positions), dtype=np.int64)
+        old_out = [array.copy() for array in self._finish(slots, old, tokens, lengths, none, none[:, :, 0], width)]
+        old_state = _choice_state(self)
+        _set_choice_state(self, before)
+        self._widest[0] = widest
+        chosen, out = one_call(self, slots, new_tokens, offsets, limits, tokens, lengths, scores, width)
+        assert self._widest[0] == max(widest, int(limits.max(initial=0)))
+        names = ("choice", "cut", "asked", "expected", "other_expected", "confirmed_cut", "confirmed_expected", "fallback",
+                 "hopeful", "out", "out_lengths", "out_scores", "out_neural", "continued_by")
+        for name, a, b in zip(names, [*old, *old_out], [*chosen, *out]):
+            assert a.dtype == b.dtype and a.shape == b.shape and a.tolist() == b.tolist(), name
+        for name, a, b in zip((*_CHOICE_STATE, "meta", "waiting", "count"), old_state, _choice_state(self)):
+            assert a.tolist() == b.tolist(), name
+        choice = chosen[0]
+        compared["rows"] += len(slots)
+        compared["drafted"] += int((choice >= 0).sum())
+        compared["empty"] += int((choice == -1).sum())
+        compared["not_drafted"] += int((choice == -2).sum())
+        return chosen, out
+
+    monkeypatch.setattr(CompositeProposer, "_choose_finished", both)
+    composite = CONFIGS[config]()
+    _run_batch_steps(composite, 50, seed=11)
+    assert compared["rows"] > 500 and compared["drafted"] > 0 and compared["not_drafted"] > 0
+    if config != "adaptive":  # at batch 64 plain decoding wins some rows
+        assert compared["empty"] > 0
+
+
+@pytest.mark.parametrize("config", ["adaptive", "hybrid-cost", "hybrid"])
+def test_a_full_waiting_table_grows_and_the_kernel_runs_again(config, monkeypatch):
+    """The batch kernels check the waiting-draft table's room before they change anything; when it
+    runs out they ask for more and are called again. From a table of one entry per request, a long
+    run grows it step after step and drafts and learns exactly as a twin whose table had room."""
+    from specplug.proposers._pending import PendingTable
+
+    grown = []
+    make_room = PendingTable.make_room
+
+    def counted(self, most):
+        before = self.capacity
+        make_room(self, most)
+        if self.capacity > before:
+            grown.append((before, self.capacity))
+
+    tight, roomy = CONFIGS[config](), CONFIGS[config]()
+    tight._waiting = PendingTable(0, tight.positions, waiting=1)
+    roomy._waiting.make_room(64)
+    monkeypatch.setattr(PendingTable, "make_room", counted)
+    rng = np.random.default_rng(3)
+    text = np.tile(rng.integers(0, 12, size=40), 30)
+    ids = list(range(9))
+    started = [(rid, text[: 3 * rid + 20].tolist()) for rid in ids]
+    for composite in (tight, roomy):
+        composite.step_batch(BatchStep.of([], [], [], started=started))
+    # tokens only on every other step: a row's lookup drafts pile up while nothing is verified
+    for step in range(12):
+        new = [[] if step % 2 else [int(text[step])] for _ in ids]
+        got = [composite.step_batch(BatchStep.of(ids, new, [6] * len(ids))) for composite in (tight, roomy)]
+        assert got[0].tokens.tolist() == got[1].tokens.tolist() and got[0].lengths.tolist() == got[1].lengths.tolist()
+        assert got[0].scores.tolist() == got[1].scores.tolist() and got[0].sources == got[1].sources
+    assert grown and grown[0][0] == 1 and tight._waiting.capacity > 1
+    assert tight._waiting.count.max() > 1  # the grown room was used
+    _same_learning(tight, roomy)
+
+
+def test_the_rows_slots_follow_restarts_of_the_same_ids() -> None:
+    """The slots of a step's rows are reused while its request ids are the same as the last
+    step's; a stop and a start in between (in the step, or through the per-request calls) may
+    give an id another slot, so the arrays are looked up again: drafts and learning stay the per-request
+    path's. The engine's list of ids, changed in place, is not mistaken for the last step's."""
+    batch, single = CONFIGS["adaptive"](), CONFIGS["adaptive"]()
+    text = np.tile(np.arange(7), 40).tolist()
+    ids = [0, 1, 2]
+    for rid in ids:
+        single.start(rid, text[: 10 + rid])
+    batch.step_batch(BatchStep.of([], [], [], started=[(rid, text[: 10 + rid]) for rid in ids]))
+    new = {rid: [] for rid in ids}
+
+    def step(rows, **lifecycle):
+        expected = []
+        for rid in lifecycle.get("stopped", []):
+            single.stop(rid)
+        for rid, prompt in lifecycle.get("started", []):
+            single.start(rid, prompt)
+        for rid in rows:
+            accepted = single.extend(rid, new[rid]) if new[rid] else 0
+            expected.append(_row(single.propose(rid, 5), accepted))
+        got = batch.step_batch(BatchStep.of(rows, [new[rid] for rid in rows], [5] * len(rows), **lifecycle))
+        assert [_row(got.draft(row), int(got.accepted[row])) for row in range(len(rows))] == expected
+        for rid, row in zip(rows, expected):
+            new[rid] = list(row[0][:1]) + [3]
+        _same_learning(batch, single)
+
+    rows = list(ids)
+    step(rows)
+    step(rows)
+    # 0 stops, 9 takes its slot, 0 comes back in another: the same ids as the last step, other slots
+    new[0] = new[9] = []
+    step(rows, stopped=[0], started=[(9, text[:15]), (0, text[:12])])
+    step(rows)
+    for proposer in (batch, single):  # the same through the per-request calls between two steps
+        proposer.stop(1)
+        proposer.start(8, text[:20])
+        proposer.start(1, text[:13])
+    new[1] = []
+    step(rows)
+    rows.reverse()  # the engine's list, changed in place
+    step(rows)
+    rows[0] = 9
+    step(rows)
+
+
+@pytest.mark.parametrize("config", sorted(set(CONFIGS) - set(_ONE_CALL)))
 def test_the_one_kernel_choice_equals_bands_step_times_and_choose_rows(config, monkeypatch):
     """``_choose_step.choose_batch`` (bands, step times and choice in one call, outputs kept between
     steps) against the functions it replaced on the batch path (``score_bands_of_rows``,
@@ -230,12 +398,14 @@ def test_the_one_kernel_choice_equals_bands_step_times_and_choose_rows(config, m
         # the old path first, on a copy of the state; then the one kernel from the same state
         room = int(self._waiting.count[slots].max()) + len(self.choosing.lookups) + 2 if len(slots) else 0
         self._waiting.make_room(room)  # both paths make this room first: grow before the snapshot
-        before = _choice_state(self)
+        before, widest = _choice_state(self), int(self._widest[0])
+        self._widest[0] = self.positions  # the old fading: every position
         extended = offsets[1:] > offsets[:-1]
         old = [array.copy() for array in self._choose(slots, new_tokens, offsets, extended, limits, tokens, lengths,
                                                       self._bands(scores, lengths, limits))]
         old_state = _choice_state(self)
         _set_choice_state(self, before)
+        self._widest[0] = widest
         new = one_kernel(self, slots, new_tokens, offsets, limits, tokens, lengths, scores)
         for name, a, b in zip(("choice", "cut", "asked", "expected", "other_expected", "confirmed_cut",
                                "confirmed_expected", "fallback", "hopeful"), old, new):
@@ -270,5 +440,5 @@ def test_the_one_kernel_choice_equals_bands_step_times_and_choose_rows(config, m
             new[rid] = draft[:keep] + [int(truth[keep])]
             position[rid] += keep + 1
     assert compared["rows"] > 500 and compared["chosen_lookup"] > 0
-    if config != "adaptive":
+    if CONFIGS[config]().choosing.neurals:
         assert compared["chosen_neural"] > 0
