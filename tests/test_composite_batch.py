@@ -157,7 +157,7 @@ def test_a_long_batch_run_drafts_learns_and_matches_the_per_request_calls(config
             neural_steps += row[3]
     _same_learning(batch, single)
     assert len(sources) > 1  # the comparison saw more than one kind of draft
-    if config != "adaptive":
+    if batch.choosing.neurals:
         assert neural_steps > 0  # and steps that chose the neural part
 
 
@@ -324,14 +324,16 @@ def test_a_full_waiting_table_grows_and_the_kernel_runs_again(config, monkeypatc
     started = [(rid, text[: 3 * rid + 20].tolist()) for rid in ids]
     for composite in (tight, roomy):
         composite.step_batch(BatchStep.of([], [], [], started=started))
-    # tokens only on every other step: a row's lookup drafts pile up while nothing is verified
+    # one verified token a step, the text's own: the lookups' drafts agree with it and wait, a few per row
+    peak = 0
     for step in range(12):
-        new = [[] if step % 2 else [int(text[step])] for _ in ids]
+        new = [[int(text[3 * rid + 20 + step])] if step else [] for rid in ids]
         got = [composite.step_batch(BatchStep.of(ids, new, [6] * len(ids))) for composite in (tight, roomy)]
         assert got[0].tokens.tolist() == got[1].tokens.tolist() and got[0].lengths.tolist() == got[1].lengths.tolist()
         assert got[0].scores.tolist() == got[1].scores.tolist() and got[0].sources == got[1].sources
-    assert grown and grown[0][0] == 1 and tight._waiting.capacity > 1
-    assert tight._waiting.count.max() > 1  # the grown room was used
+        peak = max(peak, int(tight._waiting.count.max()))
+    assert grown and grown[0][0] == 1 and tight._waiting.capacity >= 8
+    assert peak > 4  # the grown room was used
     _same_learning(tight, roomy)
 
 
