@@ -1,6 +1,10 @@
 """Paired benchmark of the composites' batch choice: the three numba calls and their numpy
 arrays of an earlier commit (``score_bands_of_rows``, ``linear_step_times``, ``choose_rows``,
 loaded from that commit's files under other names) against the one kernel ``choose_batch``.
+The old calls run inside this checkout's ``_choose``, so the script runs only from a checkout
+whose ``choose_rows`` takes the arguments ``ed1cff7``'s did: before the change that priced the
+rows where they are chosen (``choose_rows`` gained ``widest``, ``price_here`` and ``pricing``);
+since then ``scripts/bench_composite_glue.py`` pairs the composites with their old kernels.
 
 suffix, and each composite with the old choice and with the new, step in turn on the same rows
 (the perf harness's, every row at the same context; the order rotates each step), each step's
@@ -104,6 +108,11 @@ def main() -> None:
     parser = paired_parser(__doc__, before="ed1cff7", what="choice kernels", steps=150)
     parser.add_argument("--composites", default="adaptive,hybrid")
     args = parser.parse_args()
+    import inspect
+
+    if "pricing" in inspect.signature(_composite._choice.choose_rows.py_func).parameters:
+        raise SystemExit("this checkout's choose_rows prices its rows itself (widest, price_here, pricing), which the "
+                         "--before kernels cannot take: run scripts/bench_composite_glue.py, or this script from an older checkout")
     with tempfile.TemporaryDirectory() as folder:
         choice = module_at(args.before, "specplug/proposers/_choice.py", "_choice_before", Path(folder))
         step_times = module_at(args.before, "specplug/proposers/_step_times.py", "_step_times_before", Path(folder))

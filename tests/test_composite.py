@@ -62,7 +62,8 @@ def _scored(table, steps, tracks=2):
     counts, pooled = np.zeros((2, tracks, 1, table.positions)), np.zeros((2, tracks, 1, table.positions))
     for at, tokens in steps:
         tokens = np.array(tokens, dtype=np.int64)
-        score_pending(0, tokens, 0, len(tokens), at, table.meta, table.tokens, table.count, *counts, *pooled, 1.0)
+        score_pending(0, tokens, 0, len(tokens), at, table.meta, table.tokens, table.count, *counts, *pooled, 1.0,
+                      table.positions)
     assert np.array_equal(counts, pooled)  # one request: its counts are the pooled ones
     return counts[:, :, 0]
 
