@@ -155,7 +155,7 @@ def _prefetch_row(slot, row, stored, lookup_tracks, lookup_bands, neural_tracks,
     waiting_count = min(count[slot], meta.shape[1])
     if not stored:
         # its waiting drafts, and the entries this step's lookup drafts will be written to
-        for w in range(min(waiting_count + len(lookup_tracks), meta.shape[1])):
+        for w in range(waiting_count):
             prefetch(meta[slot, w], 0)
             prefetch(waiting[slot, w], 0)
         return
