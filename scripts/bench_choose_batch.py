@@ -112,7 +112,8 @@ def main() -> None:
 
     if "pricing" in inspect.signature(_composite._choice.choose_rows.py_func).parameters:
         raise SystemExit("this checkout's choose_rows prices its rows itself (widest, price_here, pricing), which the "
-                         "--before kernels cannot take: run scripts/bench_composite_glue.py, or this script from an older checkout")
+                         "--before kernels cannot take: run scripts/bench_composite_glue.py, or this script from an "
+                         "older checkout")
     with tempfile.TemporaryDirectory() as folder:
         choice = module_at(args.before, "specplug/proposers/_choice.py", "_choice_before", Path(folder))
         step_times = module_at(args.before, "specplug/proposers/_step_times.py", "_step_times_before", Path(folder))
