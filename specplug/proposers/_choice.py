@@ -83,10 +83,11 @@ def _chained_estimate_weighted(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
     prior: float, weight: float, own_weight: float, out: np.ndarray, count: int,
 ) -> None:  # pragma: no cover - compiled
-    # chained_estimate, of the first ``count`` positions (each depends only on those before it, so
-    # they are the same as a longer scan's), with the pooled estimate worth ``own_weight`` observations against the request's
-    # counts. A lookup is scored at every step, chosen or not, so a request's counts grow fast and tell
-    # how much of this request's text repeats, which differs more between requests than any pool shows
+    # chained_estimate of the first ``count`` positions (each depends only on those before it, so
+    # they are a longer scan's), with the pooled estimate worth ``own_weight`` observations against
+    # the request's counts. A lookup is scored at every step, chosen or not, so a request's counts
+    # grow fast and tell how much of this request's text repeats, which differs more between
+    # requests than any pool shows
     previous = prior
     for j in range(count):
         previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
@@ -154,7 +155,6 @@ def _prefetch_row(slot, row, stored, lookup_tracks, lookup_bands, neural_tracks,
     # drafts will score and be priced with. A hint only: it never changes a result.
     waiting_count = min(count[slot], meta.shape[1])
     if not stored:
-        # its waiting drafts, and the entries this step's lookup drafts will be written to
         for w in range(waiting_count):
             prefetch(meta[slot, w], 0)
             prefetch(waiting[slot, w], 0)

@@ -13,9 +13,9 @@ Per-request state lives in arrays by slot, and a step's work is done for the who
 lookups draft in one batch call each, one kernel scores every row's waiting drafts and makes
 every row's choice (``_choice``), each neural part drafts in one batch call for the rows that
 chose it, and one kernel finishes the drafts (without a neural part, adaptive's default, the
-choice and the drafts are one kernel call: ``_choose_step.choose_and_finish``). The per-request hooks run the same kernels with
-one row, so the two paths give the same drafts and learn the same. Subclasses declare their
-parts and how they choose (:class:`Choosing`).
+choice and the drafts are one kernel call: ``_choose_step.choose_and_finish``). The per-request
+hooks run the same kernels with one row, so the two paths give the same drafts and learn the
+same. Subclasses declare their parts and how they choose (:class:`Choosing`).
 """
 
 from __future__ import annotations
