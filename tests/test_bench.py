@@ -307,6 +307,8 @@ def test_shipped_traces_replay_and_doctests():
     for path in files:
         records = read_traces(path)
         assert all(record.neural is not None and record.engine_runs for record in records), path
+        # the EAGLE head trained here, beside the stand-in draft model, at the same draft length
+        assert all(record.neural_head is not None and record.neural_head.k == record.neural.k for record in records), path
     for module in (specplug.lab.bench, specplug.lab.bench._methods):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__

@@ -63,22 +63,29 @@ def test_a_head_column_is_written_as_version_2_beside_the_neural_column(tmp_path
 
 
 def test_version_1_files_round_trip_byte_for_byte(tmp_path):
-    """Old files (and the shipped traces before a head column) are rewritten exactly as they were."""
-    from specplug.lab.bench import default_traces
-
+    """An old file (no head column) is rewritten exactly as it was, at version 1."""
     lines = [
         json.dumps(_record(id="a", neural={"k": 4, "accepted": [0, 4, 2], "drafter": "d"}), separators=(",", ":")),
-        json.dumps(_record(id="b", meta={"model": "m"}), separators=(",", ":")),
+        json.dumps(_record(id="b", meta={"model": "m", "text": "é"}), separators=(",", ":"), ensure_ascii=False),
     ]
-    mine = tmp_path / "v1.jsonl"
-    mine.write_text("\n".join(lines) + "\n")
-    for index, path in enumerate([mine, *default_traces()]):
+    old = tmp_path / "v1.jsonl"
+    old.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_traces(tmp_path / "copy.jsonl", read_traces(old))
+    assert (tmp_path / "copy.jsonl").read_bytes() == old.read_bytes()
+
+
+def test_the_shipped_traces_round_trip_and_without_the_head_column_are_version_1(tmp_path):
+    from specplug.lab.bench import default_traces
+
+    for path in default_traces():
         records = read_traces(path)
-        copy = tmp_path / f"copy{index}.jsonl"
-        write_traces(copy, [record for record in records if record.neural_head is None])
-        if all(record.neural_head is None for record in records):
-            assert copy.read_bytes() == path.read_bytes(), path
-        assert all(json.loads(line)["v"] == 1 for line in copy.read_text().splitlines())
+        assert all(record.v == 2 and record.neural_head is not None for record in records), path
+        write_traces(tmp_path / "same.jsonl", records)
+        assert (tmp_path / "same.jsonl").read_bytes() == path.read_bytes(), path
+        stripped = [record.model_copy(update={"neural_head": None}) for record in records]
+        write_traces(tmp_path / "v1.jsonl", stripped)
+        lines = [json.loads(line) for line in (tmp_path / "v1.jsonl").read_text(encoding="utf-8").splitlines()]
+        assert all(line["v"] == 1 and "neural_head" not in line and "neural" in line for line in lines), path
 
 
 def test_a_version_2_record_without_a_head_column_is_read_and_written_as_version_1(tmp_path):
