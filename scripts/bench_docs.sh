@@ -13,6 +13,13 @@ mkdir -p "$OUT"
     -m ngram -m suffix -m neural -m hybrid -m adaptive:candidates=suffix+neural \
     -m peer:vllm-ngram:num_speculative_tokens=8 -m peer:arctic-suffix -m peer:sglang-ngram \
     --json "$OUT/results.json" --plots "$OUT" --markdown "$OUT/results.md" | tee "$OUT/table.txt"
+# the same methods over each of the traces' two neural columns (docs/benchmarks.md, "Over the EAGLE head
+# trained here"): the stand-in draft model (the default) and the EAGLE head trained here
+for NEURAL in draft-model head; do
+    .venv/bin/specplug bench --k 8 --neural "$NEURAL" --no-engine-runs --batch-sizes 1,128 \
+        -m ngram -m suffix -m neural -m hybrid -m adaptive:candidates=suffix+neural \
+        --json "$OUT/neural-$NEURAL.json" --markdown "$OUT/neural-$NEURAL.md" | tee "$OUT/neural-$NEURAL.txt"
+done
 # issue 16's targets: every single drafter, the plain and cost-aware hybrid, adaptive, the best fixed
 # (drafter, length) with hindsight and the oracle, on the tune and the validation half of the traces
 # (split by conversation, fixed before any tuning) and on the synthetic stress workloads

@@ -16,7 +16,7 @@ from specplug.cost import cost_model
 from specplug.lab.bench import parse_method, run_benchmark
 from specplug.lab.bench._neural import TraceNeuralProposer
 from specplug.lab.bench._replay import modeled_times
-from specplug.lab.trace import TraceRecord, write_traces
+from specplug.lab.trace import NeuralTrace, TraceRecord, write_traces
 from tests._scripted import Failing
 
 H100 = cost_model("llama-3.1-8b-h100")
@@ -307,6 +307,8 @@ def test_shipped_traces_replay_and_doctests():
     for path in files:
         records = read_traces(path)
         assert all(record.neural is not None and record.engine_runs for record in records), path
+        # the EAGLE head trained here, beside the stand-in draft model, at the same draft length
+        assert all(record.neural_head is not None and record.neural_head.k == record.neural.k for record in records), path
     for module in (specplug.lab.bench, specplug.lab.bench._methods):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
@@ -348,3 +350,66 @@ def test_the_tune_and_validation_splits_are_disjoint_halves_that_keep_conversati
         assert min(halves) >= 1 and abs(halves[0] - halves[1]) <= 1
     with pytest.raises(InvalidOptionError, match="split = 'test' is not valid"):
         split_records(records, "test")
+
+
+def _two_column_records() -> list[TraceRecord]:
+    """Novel text (no lookup helps) where the draft model is never right and the head always is."""
+    records = []
+    for record in _records()[2:]:
+        length = len(record.output_ids)
+        records.append(record.model_copy(update={
+            "v": 2,
+            "neural": NeuralTrace(k=5, accepted=[0] * length, drafter="draft model"),
+            "neural_head": NeuralTrace(k=5, accepted=[min(5, length - i) for i in range(length)], drafter="head"),
+        }))
+    return records
+
+
+def test_cli_neural_head_replays_the_head_column_and_draft_model_stays_the_default(tmp_path):
+    traces = tmp_path / "t.jsonl"
+    write_traces(traces, _two_column_records())
+    results = {}
+    for flag in ([], ["--neural", "draft-model"], ["--neural", "head"]):
+        out = tmp_path / f"r{len(results)}.json"
+        with pytest.raises(SystemExit) as exit_info:
+            main(["bench", str(traces), "-m", "neural", "--no-oracle", "--no-best-fixed", "--batch-sizes", "1", "--json", str(out), *flag])
+        assert exit_info.value.code == 0
+        results[tuple(flag)] = json.loads(out.read_text())
+    default, draft, head = results.values()
+    assert default["neural"] == draft["neural"] == "draft-model" and head["neural"] == "head"
+
+    def neural_row(data):  # without the proposer's measured time, the one figure that varies between runs
+        row = next(row for row in data["rows"] if row["method"] == "neural" and row["workload"] == "novel")
+        return {name: value for name, value in row.items() if name != "micros_per_step"}
+
+    assert neural_row(default) == neural_row(draft)
+    assert neural_row(draft)["accepted_per_step"] == 0.0  # the draft model's column: never right
+    assert neural_row(head)["tokens_per_step"] > 5.5  # the head's: all 5 tokens nearly every step
+
+
+def test_cli_neural_head_on_a_trace_without_the_column_names_the_file_and_record(tmp_path, capsys):
+    with_head, without = tmp_path / "head.jsonl", tmp_path / "old.jsonl"
+    write_traces(with_head, _two_column_records())
+    write_traces(without, _records()[:1])
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", str(with_head), str(without), "-m", "neural", "--neural", "head"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in err
+    assert f"{without}: record {_records()[0].id} has no neural_head column" in err.replace("\n", "")
+    assert "--refill-neural" in err and "valid: draft-model, head" in err.replace("\n", "")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", str(with_head), "-m", "neural", "--neural", "eagle"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "--neural 'eagle' is not valid; valid: draft-model, head" in err
+
+
+def test_result_json_keeps_the_neural_choice_and_old_results_read_as_draft_model():
+    from specplug.lab.bench import BenchResult, markdown_tables
+    from specplug.lab.bench._neural import with_neural_column
+
+    records = with_neural_column(_two_column_records(), "head")
+    result = run_benchmark(records, [parse_method("neural")], H100, batch_sizes=[1], neural="head")
+    data = json.loads(json.dumps(result.to_json()))
+    assert BenchResult.from_json(data) == result and "neural drafter: head" in markdown_tables(result)
+    del data["neural"]
+    assert BenchResult.from_json(data).neural == "draft-model"

@@ -129,9 +129,11 @@ def _run(args: list[str]) -> int:
 
 
 def _trace(tmp_path, vocab: int = 64):
+    """Two version-1 records with a draft model's neural column, which a head refill must keep."""
     rng = random.Random(2)
     records = [TraceRecord(v=1, id=f"r{n}", workload="w", prompt_ids=[rng.randrange(vocab) for _ in range(6 + n)],
-                           output_ids=[rng.randrange(vocab) for _ in range(9 + n)]) for n in range(2)]
+                           output_ids=[rng.randrange(vocab) for _ in range(9 + n)],
+                           neural={"k": 2, "accepted": [n % 3] * (9 + n), "drafter": "draft model"}) for n in range(2)]
     write_traces(tmp_path / "in.jsonl", records)
     return tmp_path / "in.jsonl"
 
@@ -144,10 +146,28 @@ def test_refill_neural_writes_one_count_per_output_token(tmp_path, capsys, tiny)
     assert code == 0, capsys.readouterr().err
     before, after = read_traces(source), read_traces(tmp_path / "out.jsonl")
     assert [r.output_ids for r in after] == [r.output_ids for r in before]
+    # the head fills neural_head (format version 2); the draft model's neural column is kept as it was
+    assert [r.neural for r in after] == [r.neural for r in before]
+    assert all(json.loads(line)["v"] == 2 for line in (tmp_path / "out.jsonl").read_text().splitlines())
     for record in after:
-        assert record.neural.k == 3 and record.neural.drafter == "head"
-        assert len(record.neural.accepted) == len(record.output_ids)
-        assert all(0 <= count <= min(3, len(record.output_ids) - i) for i, count in enumerate(record.neural.accepted))
+        column = record.neural_head
+        assert column.k == 3 and column.drafter == "head"
+        assert len(column.accepted) == len(record.output_ids)
+        assert all(0 <= count <= min(3, len(record.output_ids) - i) for i, count in enumerate(column.accepted))
+    # the column equals the head's parallel drafts over the target's own features
+    from transformers import AutoModelForCausalLM
+
+    from specplug.lab.eagle_head import load_eagle_head
+
+    model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32).eval()
+    config = json.loads((target / "config.json").read_text())
+    with torch.no_grad():
+        for record in after:
+            tokens = torch.tensor(record.prompt_ids + record.output_ids)
+            features = model.model(input_ids=tokens[None]).last_hidden_state[0]
+            expected = draft_acceptance(load_eagle_head(head, config), features, tokens, len(record.prompt_ids), 3,
+                                        model.get_input_embeddings().weight, model.get_output_embeddings().weight)
+            assert list(record.neural_head.accepted) == expected
 
 
 @pytest.mark.parametrize(("breakage", "message"), [

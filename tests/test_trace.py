@@ -43,17 +43,77 @@ def test_round_trip(tmp_path):
     assert path.read_text().count("\n") == 2
 
 
+def test_a_head_column_is_written_as_version_2_beside_the_neural_column(tmp_path):
+    draft = {"k": 4, "accepted": [0, 4, 2], "drafter": "draft model"}
+    head = {"k": 6, "accepted": [1, 0, 0], "drafter": "head"}
+    records = [
+        TraceRecord.model_validate(_record(v=2, id="both", neural=draft, neural_head=head)),
+        TraceRecord.model_validate(_record(v=1, id="draft-only", neural=draft)),
+    ]
+    path = tmp_path / "t.jsonl"
+    write_traces(path, records)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    # each line at the lowest version that holds it: the record without a head column stays version 1
+    assert [line["v"] for line in lines] == [2, 1]
+    assert lines[0]["neural_head"] == head and lines[0]["neural"] == draft and "neural_head" not in lines[1]
+    again = read_traces(path)
+    assert again == records
+    assert again[0].neural_head == NeuralTrace(k=6, accepted=(1, 0, 0), drafter="head")
+    assert again[0].neural == NeuralTrace(k=4, accepted=(0, 4, 2), drafter="draft model")
+
+
+def test_version_1_files_round_trip_byte_for_byte(tmp_path):
+    """An old file (no head column) is rewritten exactly as it was, at version 1."""
+    lines = [
+        json.dumps(_record(id="a", neural={"k": 4, "accepted": [0, 4, 2], "drafter": "d"}), separators=(",", ":")),
+        json.dumps(_record(id="b", meta={"model": "m", "text": "é"}), separators=(",", ":"), ensure_ascii=False),
+    ]
+    old = tmp_path / "v1.jsonl"
+    old.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_traces(tmp_path / "copy.jsonl", read_traces(old))
+    assert (tmp_path / "copy.jsonl").read_bytes() == old.read_bytes()
+
+
+def test_the_shipped_traces_round_trip_and_without_the_head_column_are_version_1(tmp_path):
+    from specplug.lab.bench import default_traces
+
+    for path in default_traces():
+        records = read_traces(path)
+        assert all(record.v == 2 and record.neural_head is not None for record in records), path
+        write_traces(tmp_path / "same.jsonl", records)
+        assert (tmp_path / "same.jsonl").read_bytes() == path.read_bytes(), path
+        stripped = [record.model_copy(update={"neural_head": None}) for record in records]
+        write_traces(tmp_path / "v1.jsonl", stripped)
+        lines = [json.loads(line) for line in (tmp_path / "v1.jsonl").read_text(encoding="utf-8").splitlines()]
+        assert all(line["v"] == 1 and "neural_head" not in line and "neural" in line for line in lines), path
+
+
+def test_a_version_2_record_without_a_head_column_is_read_and_written_as_version_1(tmp_path):
+    path = _write(tmp_path, [_record(v=2)])
+    (record,) = read_traces(path)
+    assert record.v == 2 and record.neural_head is None
+    write_traces(tmp_path / "out.jsonl", [record])
+    assert json.loads((tmp_path / "out.jsonl").read_text())["v"] == 1
+
+
 @pytest.mark.parametrize(
     ("change", "field", "message"),
     [
         ({"prompt_ids": [1, -2]}, "prompt_ids", "item 1 = -2 is not a token id"),
         ({"output_ids": []}, "output_ids", "must not be empty"),
         ({"output_ids": [1, "x"]}, "output_ids", "item 1 = 'x' is not a token id"),
-        ({"v": 2}, "v", "format version 2 is not supported"),
+        ({"v": 3}, "v", "format version 3 is not supported; this specplug reads versions 1 and 2"),
         ({"id": 7}, "id", "string"),
         ({"extra": 1}, "extra", "is not a trace field"),
         ({"neural": {"k": 2, "accepted": [0, 3, 1]}}, "neural", "accepted[1] = 3 is larger than k = 2"),
         ({"neural": {"k": 2, "accepted": [0, 1]}}, "(record)", "neural.accepted has 2 entries but output_ids has 3"),
+        # the head column: only in version 2, and checked as the neural one is
+        ({"neural_head": {"k": 2, "accepted": [0, 1, 0]}}, "neural_head", "needs format version 2 (\"v\": 2)"),
+        ({"v": 2, "neural_head": {"k": 2, "accepted": [0, 3, 1]}}, "neural_head", "accepted[1] = 3 is larger than k = 2"),
+        ({"v": 2, "neural_head": {"k": 2, "accepted": [0]}}, "(record)", "neural_head.accepted has 1 entries but output_ids has 3"),
+        ({"v": 2, "neural_head": {"k": 0, "accepted": [0, 0, 0]}}, "neural_head.k", "greater than or equal to 1"),
+        ({"v": 2, "neural_head": {"k": 2, "accepted": [0, 0, 0], "why": 1}}, "neural_head.why",
+         "is not a neural column field; fields: k, accepted, drafter"),
     ],
 )
 def test_bad_field_names_file_line_and_field(tmp_path, change, field, message):

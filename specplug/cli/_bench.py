@@ -44,6 +44,11 @@ def bench_command(
         True, "--engine-runs/--no-engine-runs",
         help="also report the engine methods recorded in the traces (llama.cpp's n-gram types, at the draft length they were recorded with)",
     ),
+    neural: str = typer.Option(
+        "draft-model", "--neural",
+        help="the traces' neural column the neural drafter replays: draft-model (the neural column; the shipped traces' "
+        "stand-in draft model) or head (the neural_head column: the EAGLE head trained here)",
+    ),
     neural_alpha: float = typer.Option(0.6, "--neural-alpha", min=0.0, max=0.99, help="acceptance of the simulated neural drafter where a trace has none"),
     json_path: Path = typer.Option(None, "--json", help="write the results as JSON here"),
     plots: Path = typer.Option(None, "--plots", help="write PNG plots into this folder"),
@@ -74,7 +79,11 @@ def bench_command(
     from specplug.lab.bench._split import split_records
     from specplug.lab.bench._synthetic import synthetic_traces
 
-    records = [record for path in files for record in read_traces(path)]
+    from specplug.lab.bench._neural import with_neural_column
+
+    with_neural_column([], neural)  # a bad choice fails before any file is read
+    # the synthetic workloads (added below) keep their generated drafter: it stands for any head
+    records = [record for path in files for record in with_neural_column(read_traces(path), neural, str(path))]
     if synthetic:
         records += synthetic_traces()
     records = split_records(records, split)
@@ -110,7 +119,8 @@ def bench_command(
             progress.update(task, advance=1, description=label)
 
         result = run_benchmark(
-            records, methods, model, k=k, batch_sizes=sizes, oracle=oracle, best_fixed=best_fixed, engine_runs=engine_runs, neural_alpha=neural_alpha, progress=tick
+            records, methods, model, k=k, batch_sizes=sizes, oracle=oracle, best_fixed=best_fixed, engine_runs=engine_runs,
+            neural_alpha=neural_alpha, neural=neural, progress=tick,
         )
     print_table(result, console)
     failed = [row for row in result.rows if row.status != "ok"]

@@ -21,16 +21,19 @@ def trace_command(
     threads: int = typer.Option(1, "--threads", "-t", min=1, help="llama-server threads (torch threads for --neural-head)"),
     max_tokens: int = typer.Option(None, "--max-tokens", min=1, help="cap on generated tokens per request"),
     limit: int = typer.Option(None, "--limit", min=1, help="only the first N scripts of each set"),
-    neural_model: str = typer.Option(None, "--neural-model", help="draft model (same vocabulary) whose acceptance at every position is recorded"),
+    neural_model: str = typer.Option(None, "--neural-model", help="draft model (same vocabulary) whose acceptance at every position is recorded (the neural column)"),
     neural_head: Path = typer.Option(
-        None, "--neural-head", help="EAGLE-1 head folder (vLLM's eagle layout) whose acceptance at every position is recorded"
+        None, "--neural-head",
+        help="EAGLE-1 head folder (vLLM's eagle layout) whose acceptance at every position is recorded (the neural_head column)",
     ),
     target_hf: Path = typer.Option(
         Path(".models/smollm2-135m-fp32"), "--target-hf", help="the target as a Hugging Face folder (fp32), for --neural-head"
     ),
     neural_k: int = typer.Option(6, "--neural-k", min=1, max=64, help="tokens the neural drafter drafts per step"),
     refill_neural: Path = typer.Option(
-        None, "--refill-neural", help="existing trace file: only (re)compute its neural column (no llama-server for the target)"
+        None, "--refill-neural",
+        help="existing trace file: only (re)compute its neural column (--neural-model) and/or its neural_head column "
+        "(--neural-head); no llama-server for the target",
     ),
     llamacpp_types: str = typer.Option(
         "", "--llamacpp-types", help="also record llama.cpp's n-gram types on the same prompts, e.g. ngram-simple,ngram-mod"
@@ -39,9 +42,11 @@ def trace_command(
     """Make traces with llama-server from prompt sets.
 
     Records the greedy outputs, optionally a neural drafter's acceptance at every position
-    (a draft model, --neural-model, or an EAGLE head over the fp32 target, --neural-head with
-    --target-hf) and llama.cpp's own n-gram drafters' counters (--llamacpp-types).
-    --refill-neural IN.jsonl --out OUT.jsonl recomputes only the neural column of an existing trace.
+    (a draft model, --neural-model, into the neural column; or an EAGLE head over the fp32
+    target, --neural-head with --target-hf, into the neural_head column beside it) and
+    llama.cpp's own n-gram drafters' counters (--llamacpp-types).
+    Both may be given. --refill-neural IN.jsonl --out OUT.jsonl recomputes only the column(s)
+    asked for in an existing trace and keeps the rest.
     """
     from specplug.lab.bench._llamacpp import LLAMACPP_TYPES, measure_llamacpp
     from specplug.lab.bench._tracegen import PROMPT_SETS, generate_records, load_prompt_sets
@@ -52,13 +57,16 @@ def trace_command(
         raise InvalidOptionError(f"--out {out} must end in .jsonl")
     check_output("--out", out)  # before the model runs
     types = comma_names("--llamacpp-types", llamacpp_types, valid=LLAMACPP_TYPES, allow_empty=True)
-    if neural_model and neural_head:
-        raise InvalidOptionError("--neural-model and --neural-head are alternatives: give one")
     if refill_neural is not None:
         if prompt_sets or types:
-            raise InvalidOptionError("--refill-neural takes no prompt sets and no --llamacpp-types: it only refills the neural column")
+            raise InvalidOptionError(
+                "--refill-neural takes no prompt sets and no --llamacpp-types: it only refills a neural column"
+            )
         if not (neural_model or neural_head):
-            raise InvalidOptionError("--refill-neural needs a drafter: --neural-head DIR or --neural-model GGUF")
+            raise InvalidOptionError(
+                "--refill-neural needs a drafter: --neural-head DIR (the neural_head column), --neural-model GGUF "
+                "(the neural column), or both"
+            )
         _refill(refill_neural, out, neural_model, neural_head, target_hf, neural_k, threads)
         return
     names = list(prompt_sets or PROMPT_SETS)
@@ -88,24 +96,28 @@ def trace_command(
 
 
 def _with_neural(records, neural_model, neural_head, target_hf, k, threads, progress):
-    """``records`` with the neural column of a draft model (llama-server) or of an EAGLE head (torch)."""
+    """``records`` with the neural column of a draft model (llama-server) and/or the neural_head
+    column of an EAGLE head (torch); a column not asked for is kept as it was."""
     from specplug.lab.bench._tracegen import head_acceptance, neural_acceptance
     from specplug.lab.bench.llama_server import LlamaServer, find_model
 
-    if neural_head is not None:
-        traces = head_acceptance(records, neural_head, target_hf, k, threads=threads, progress=progress)
-    else:
+    if neural_model:
         draft_path = find_model(neural_model)
         traces = []
         with LlamaServer(draft_path, threads=threads, ctx_size=8192) as draft:
             for record in records:
                 progress(f"neural acceptance: {record.id}")
                 traces.append(neural_acceptance(draft, record, k, drafter=draft_path.name))
-    return [record.model_copy(update={"neural": trace}) for record, trace in zip(records, traces, strict=True)]
+        records = [record.model_copy(update={"neural": trace}) for record, trace in zip(records, traces, strict=True)]
+    if neural_head is not None:
+        traces = head_acceptance(records, neural_head, target_hf, k, threads=threads, progress=progress)
+        # the head column needs format version 2 (model_copy does not validate, so v is set here)
+        records = [record.model_copy(update={"neural_head": trace, "v": 2}) for record, trace in zip(records, traces, strict=True)]
+    return records
 
 
 def _refill(source, out, neural_model, neural_head, target_hf, k, threads) -> None:
-    """Write ``out``: the records of trace ``source`` with their neural column recomputed."""
+    """Write ``out``: the records of trace ``source`` with the neural column(s) asked for recomputed."""
     from specplug.lab.trace import read_traces, write_traces
 
     records = read_traces(source)
@@ -113,6 +125,10 @@ def _refill(source, out, neural_model, neural_head, target_hf, k, threads) -> No
     with console.status("neural acceptance") as status:
         records = _with_neural(records, neural_model, neural_head, target_hf, k, threads, status.update)
     write_traces(out, records)
-    accepted = [count for record in records for count in record.neural.accepted]
-    mean = sum(accepted) / len(accepted) if accepted else 0.0
-    console.print(f"wrote {out}: {len(records)} requests, mean accepted {mean:.2f} of {k} over {len(accepted)} positions")
+    for column, asked in (("neural", neural_model), ("neural_head", neural_head)):
+        if asked:
+            accepted = [count for record in records for count in getattr(record, column).accepted]
+            mean = sum(accepted) / len(accepted) if accepted else 0.0
+            console.print(
+                f"wrote {out}: {len(records)} requests, {column} mean accepted {mean:.2f} of {k} over {len(accepted)} positions"
+            )

@@ -2,19 +2,26 @@
 
 A trace file is JSON Lines, one request a line (UTF-8, ``\\n`` line ends)::
 
-    {"v": 1, "id": "code-edit/rename-00", "workload": "code-edit",
+    {"v": 2, "id": "code-edit/rename-00", "workload": "code-edit",
      "prompt_ids": [1, 2, ...], "output_ids": [5, 6, ...],
      "neural": {"k": 6, "accepted": [3, 0, 6, ...], "drafter": "..."},
+     "neural_head": {"k": 6, "accepted": [1, 0, 0, ...], "drafter": "..."},
      "engine_runs": {"llama.cpp/ngram-mod": {"draft_n": 40, "draft_n_accepted": 31, "predicted_n": 128}},
      "meta": {"model": "...", "engine": "llama-server", ...}}
 
-- ``v``: format version, 1.
+- ``v``: format version: 2 for a record with a ``neural_head`` column, else 1 (version 1 has
+  no such column). Both are read; writers write the lowest version that holds the record, so a
+  file without a head column is written as version 1, byte for byte as before.
 - ``id``: unique in the file; ``workload``: the group the benchmark reports it under.
 - ``prompt_ids``: the prompt as the engine tokenized it (non-empty); ``output_ids``: the
   greedy (temperature 0) output ids that followed it (non-empty).
 - ``neural`` (optional): a neural drafter measured on the same tokens. ``accepted[i]`` is
   how many of its ``k`` greedy draft tokens, drafted after ``prompt + output[:i]``, equal
-  ``output[i:]``; one entry per output position, each in ``0..k``.
+  ``output[i:]``; one entry per output position, each in ``0..k``. In the shipped traces it is a
+  stand-in draft model (SmolLM2 requantized to Q2_K, run by llama-server).
+- ``neural_head`` (optional, version 2): the same measurement for an EAGLE head over the target
+  (``specplug trace --neural-head``), kept beside ``neural`` so a replay can take either
+  (``specplug bench --neural draft-model|head``).
 - ``engine_runs`` (optional): per engine method, counters an engine reported when it decoded
   the same prompt with that method (llama-server's ``timings``): ``draft_n`` (tokens drafted),
   ``draft_n_accepted`` (of those, accepted; at most ``draft_n`` and below ``predicted_n``),
@@ -41,7 +48,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from specplug._contract import MAX_TOKEN_ID
 from specplug._errors import SpecplugError
@@ -50,18 +57,25 @@ from specplug._outputs import atomic_output
 
 __all__ = [
     "FORMAT_VERSION",
+    "VERSIONS",
     "EngineRun",
     "NeuralTrace",
     "TraceError",
     "TraceRecord",
     "TraceWriter",
     "dump_record",
+    "format_version",
     "parse_traces",
     "read_traces",
     "write_traces",
 ]
 
-FORMAT_VERSION = 1
+#: the newest format version; :data:`VERSIONS` are all read
+FORMAT_VERSION = 2
+VERSIONS = (1, 2)
+#: the lowest version that has each optional column
+_COLUMN_VERSIONS = {"neural_head": 2}
+_NEURAL_COLUMNS = ("neural", "neural_head")
 
 
 class TraceError(SpecplugError, ValueError):
@@ -138,14 +152,24 @@ class TraceRecord(BaseModel):
     prompt_ids: tuple[int, ...]
     output_ids: tuple[int, ...]
     neural: NeuralTrace | None = None
+    neural_head: NeuralTrace | None = None
     engine_runs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     meta: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("v")
     @classmethod
     def _version(cls, value: int) -> int:
-        if value != FORMAT_VERSION:
-            raise ValueError(f"format version {value} is not supported; this specplug reads version {FORMAT_VERSION}")
+        if value not in VERSIONS:
+            readable = " and ".join(str(version) for version in VERSIONS)
+            raise ValueError(f"format version {value} is not supported; this specplug reads versions {readable}")
+        return value
+
+    @field_validator("neural_head")
+    @classmethod
+    def _head_needs_version_2(cls, value: NeuralTrace | None, info: ValidationInfo) -> NeuralTrace | None:
+        version = info.data.get("v")  # absent when v itself was rejected
+        if value is not None and version is not None and version < _COLUMN_VERSIONS["neural_head"]:
+            raise ValueError(f"needs format version 2 (\"v\": 2); version {version} has no head column")
         return value
 
     @field_validator("prompt_ids", "output_ids", mode="before")
@@ -180,12 +204,19 @@ class TraceRecord(BaseModel):
 
     @model_validator(mode="after")
     def _neural_length(self) -> TraceRecord:
-        if self.neural is not None and len(self.neural.accepted) != len(self.output_ids):
-            raise ValueError(
-                f"neural.accepted has {len(self.neural.accepted)} entries but output_ids has "
-                f"{len(self.output_ids)}; one entry per output position is needed"
-            )
+        for name in _NEURAL_COLUMNS:
+            column = getattr(self, name)
+            if column is not None and len(column.accepted) != len(self.output_ids):
+                raise ValueError(
+                    f"{name}.accepted has {len(column.accepted)} entries but output_ids has "
+                    f"{len(self.output_ids)}; one entry per output position is needed"
+                )
         return self
+
+
+def format_version(record: TraceRecord) -> int:
+    """The lowest format version that holds ``record``: 2 with a ``neural_head`` column, else 1."""
+    return max([1] + [version for name, version in _COLUMN_VERSIONS.items() if getattr(record, name) is not None])
 
 
 def _field_of(error: dict[str, Any]) -> str:
@@ -212,7 +243,10 @@ def parse_traces(stream: IO[str], name: str) -> Iterator[TraceRecord]:
             first = error.errors()[0]
             problem = first["msg"].removeprefix("Value error, ")
             if first["type"] == "extra_forbidden":
-                problem = f"is not a trace field; fields: {', '.join(TraceRecord.model_fields)}"
+                # a stray key inside a neural column lists that column's fields, not the record's
+                nested = len(first["loc"]) > 1 and first["loc"][0] in _NEURAL_COLUMNS
+                fields, what = (NeuralTrace.model_fields, "neural column") if nested else (TraceRecord.model_fields, "trace")
+                problem = f"is not a {what} field; fields: {', '.join(fields)}"
             elif first["type"] == "missing":
                 problem = "is missing"
             raise TraceError(name, number, _field_of(first), problem) from None
@@ -236,8 +270,9 @@ def read_traces(path: str | Path) -> list[TraceRecord]:
 
 
 def dump_record(record: TraceRecord) -> str:
-    """One record as its JSON line (without the line end)."""
+    """One record as its JSON line (without the line end), at the lowest version that holds it."""
     data = record.model_dump(mode="json", exclude_none=True)
+    data["v"] = format_version(record)
     for key in ("engine_runs", "meta"):
         if not data.get(key):
             data.pop(key, None)

@@ -5,6 +5,10 @@ behaviour: at output position ``i`` it drafts ``accepted[i]`` right tokens follo
 wrong ones (``k`` tokens in all), which is exactly what verification saw from it. Where a
 trace has no neural measurement, a simulated drafter accepts each token with probability
 ``alpha`` (fixed per request and position, so every method sees the same draws).
+
+A trace may hold two neural columns (:mod:`specplug.lab.trace`): ``neural``, a draft model
+(in the shipped traces a stand-in, SmolLM2 requantized to Q2_K), and ``neural_head``, an EAGLE
+head. :func:`with_neural_column` picks the one a replay uses (``specplug bench --neural``).
 """
 
 from __future__ import annotations
@@ -14,9 +18,36 @@ import hashlib
 import numpy as np
 
 from specplug._contract import Draft, Proposer, RequestId
+from specplug._errors import InvalidOptionError
 from specplug.lab.trace import TraceRecord
 
-__all__ = ["TraceNeuralProposer"]
+__all__ = ["NEURAL_COLUMNS", "TraceNeuralProposer", "with_neural_column"]
+
+#: ``specplug bench --neural`` choices: the trace column each replays
+NEURAL_COLUMNS = {"draft-model": "neural", "head": "neural_head"}
+
+
+def with_neural_column(records: list[TraceRecord], choice: str, source: str = "") -> list[TraceRecord]:
+    """``records`` whose ``neural`` column is the one ``choice`` names (see :data:`NEURAL_COLUMNS`).
+
+    ``draft-model`` returns them as they are (a record without the column gets the simulated
+    drafter); ``head`` needs every record to have a ``neural_head`` column, and the error names
+    ``source`` (the trace file) and the first record without one.
+    """
+    if choice not in NEURAL_COLUMNS:
+        raise InvalidOptionError(f"--neural {choice!r} is not valid; valid: {', '.join(NEURAL_COLUMNS)}")
+    column = NEURAL_COLUMNS[choice]
+    if column == "neural":
+        return list(records)
+    for record in records:
+        if getattr(record, column) is None:
+            where = f"{source}: " if source else ""
+            raise InvalidOptionError(
+                f"{where}record {record.id} has no {column} column, which --neural {choice} replays; "
+                f"fill it with `specplug trace --refill-neural IN.jsonl --out OUT.jsonl --neural-head DIR`, "
+                f"or use --neural draft-model (valid: {', '.join(NEURAL_COLUMNS)})"
+            )
+    return [record.model_copy(update={"neural": getattr(record, column)}) for record in records]
 
 
 def _simulated(record_id: str, length: int, k: int, alpha: float) -> np.ndarray:

@@ -22,13 +22,18 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f}%"
 
 
+def _neural_note(result: BenchResult) -> str:
+    # named only off the default, so tables of draft-model runs read as they always did
+    return f", neural drafter: {result.neural}" if result.neural != "draft-model" else ""
+
+
 def print_table(result: BenchResult, console: Console | None = None) -> None:
     """One table per workload: acceptance figures, proposer time, modeled speedups."""
     console = console or Console()
     shown = [b for b in result.batch_sizes if b in (1, 8, 32, 128)] or result.batch_sizes[:4]
     first = result.batch_sizes[0]
     for workload in result.workloads:
-        table = Table(title=f"{workload}  (cost model {result.cost_model}, k={result.k})", title_justify="left")
+        table = Table(title=f"{workload}  (cost model {result.cost_model}, k={result.k}{_neural_note(result)})", title_justify="left")
         table.add_column("method", style="bold")
         for name in ("tok/step", "acc/step", "acc rate", "drafted", "us/step"):
             table.add_column(name, justify="right")
@@ -143,7 +148,7 @@ def markdown_tables(result: BenchResult) -> str:
     header += [f"x@{b}" for b in shown] + ["min x", f"oracle@{first}", "notes"]
     lines = []
     for workload in result.workloads:
-        lines += [f"**{workload}** (cost model `{result.cost_model}`, k={result.k})", ""]
+        lines += [f"**{workload}** (cost model `{result.cost_model}`, k={result.k}{_neural_note(result)})", ""]
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for row in (r for r in result.rows if r.workload == workload):
             cells = [cell.replace("[red]", "").replace("[/red]", "") for cell in _cells(row, shown, first)]

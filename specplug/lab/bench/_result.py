@@ -42,6 +42,8 @@ class BenchResult:
     workloads: list[str]
     methods: list[str]
     rows: list[Row]
+    #: the trace column the neural drafter replayed (``specplug bench --neural``)
+    neural: str = "draft-model"
 
     def row(self, workload: str, method: str) -> Row:
         for row in self.rows:
@@ -58,7 +60,10 @@ class BenchResult:
             item["speedup"] = {int(b): v for b, v in item["speedup"].items()}
             item["oracle_share"] = {int(b): v for b, v in item["oracle_share"].items()}
             rows.append(Row(**item))
-        return cls(data["cost_model"], data["k"], data["batch_sizes"], data["workloads"], data["methods"], rows)
+        return cls(
+            data["cost_model"], data["k"], data["batch_sizes"], data["workloads"], data["methods"], rows,
+            data.get("neural", "draft-model"),  # results written before the choice existed replayed the draft model
+        )
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -69,6 +69,7 @@ def run_benchmark(
     best_fixed: bool = True,
     engine_runs: bool = True,
     neural_alpha: float = 0.6,
+    neural: str = "draft-model",
     progress: Progress | None = None,
 ) -> BenchResult:
     """Replay every method over every workload; a method that raises fails only its row.
@@ -76,6 +77,9 @@ def run_benchmark(
     ``engine_runs``: also report the engine methods recorded in the traces (llama.cpp's
     n-gram drafters measured through llama-server on the same prompts). ``best_fixed``: add
     the best fixed (drafter, draft length) per batch size, chosen afterwards with hindsight.
+    ``neural``: which trace column the records' ``neural`` was taken from, ``draft-model`` or
+    ``head``; :func:`~specplug.lab.bench._neural.with_neural_column` makes the records, and the
+    result keeps the name so its tables say which drafter they replayed.
     """
     groups = workloads_of(records)
     rows: list[Row] = []
@@ -107,6 +111,7 @@ def run_benchmark(
         workloads=list(groups),
         methods=names + ([BEST_FIXED] if best_fixed else []) + (["oracle"] if oracle else []),
         rows=rows,
+        neural=neural,
     )
 
 

@@ -158,7 +158,7 @@ def head_acceptance(
     threads: int = 1,
     progress: Callable[[str], None] | None = None,
 ) -> list[NeuralTrace]:
-    """An EAGLE head's accepted length at every output position of each record (its ``neural`` column).
+    """An EAGLE head's accepted length at every output position of each record (its ``neural_head`` column).
 
     Per record: one teacher-forced fp32 forward of the target (Hugging Face folder ``target_dir``)
     over prompt + output for its post-norm last hidden states, then the head's chained greedy

@@ -51,11 +51,13 @@ def vllm_cpu():
 
 @dataclass
 class Run:
-    """What one LLM produced: token ids per prompt, vLLM's spec-decode counters, top-2 logprobs."""
+    """What one LLM produced: token ids per prompt, vLLM's spec-decode counters, top-2 logprobs,
+    and the prompts as vLLM tokenized them (chat template applied)."""
 
     tokens: list[list[int]]
     metrics: dict[str, float]
     gaps: list[list[float]] | None = None
+    prompts: list[list[int]] | None = None
 
 
 @contextlib.contextmanager
@@ -95,7 +97,8 @@ def generate(llm, chats, *, top2: bool = False) -> Run:
                 row.append(values[0] - values[1] if len(values) > 1 else float("inf"))
             gaps.append(row)
     # this generation's counts only: earlier engines of this process count into the same registry
-    return Run(tokens, {name: value - before.get(name, 0.0) for name, value in after.items()}, gaps)
+    prompts = [list(output.prompt_token_ids) for output in outputs]
+    return Run(tokens, {name: value - before.get(name, 0.0) for name, value in after.items()}, gaps, prompts)
 
 
 def spec_metrics(llm) -> dict[str, float]:

@@ -9,13 +9,18 @@
 - ``specplug.adaptive`` over the same head: the head is one more of its candidates.
 - a draft model (SmolLM2 drafting for itself), which vLLM runs on the padded batch before
   bookkeeping, drafts as a tensor.
+- the traces' ``neural_head`` column (``specplug trace --neural-head``, torch outside vLLM) replayed
+  as ``specplug bench`` replays it gives vLLM's own eagle counters on the same outputs.
 """
 
 from __future__ import annotations
 
+import pytest
+
+from specplug.lab.trace import TraceRecord
 from specplug_adapters.vllm import read_stats
 from tests.vllm._paths import eagle_head_dir, model_dir
-from tests.vllm.engine.conftest import assert_same_output, engine, generate
+from tests.vllm.engine.conftest import Run, assert_same_output, engine, generate
 
 K = 3
 
@@ -28,15 +33,42 @@ def acceptance(metrics: dict) -> float:
     return metrics["spec_decode_num_accepted_tokens"] / max(1.0, metrics["spec_decode_num_draft_tokens"])
 
 
-def test_trained_eagle_head_alone(plain, chats):
-    """vLLM's own eagle method with the trained head: its drafts alone are accepted."""
+@pytest.fixture(scope="module")
+def eagle_alone(vllm_cpu, chats) -> Run:
+    """vLLM's own eagle method with the trained head, on the shared prompts."""
     with engine({"method": "eagle", "model": eagle_head_dir(), "num_speculative_tokens": K}) as llm:
-        run = generate(llm, chats)
+        return generate(llm, chats)
+
+
+def test_trained_eagle_head_alone(plain, eagle_alone):
+    """vLLM's own eagle method with the trained head: its drafts alone are accepted."""
+    run = eagle_alone
     assert_same_output(plain, run, "vLLM eagle with the trained head")
     print(f"trained head in vLLM eagle: {run.metrics}")
     assert run.metrics["spec_decode_num_drafts"] > 0, run.metrics
     # a random-weight head's drafts are next to never accepted (1 in 49152 per token); this one's are
     assert run.metrics["spec_decode_num_accepted_tokens"] > 0, run.metrics
+
+
+def test_the_head_column_of_a_trace_replays_to_vllms_own_eagle_counters(eagle_alone):
+    """What ``specplug trace --neural-head`` records, replayed as ``specplug bench --neural head`` does,
+    drafts and gets accepted exactly what vLLM's eagle method did with the same head on the same outputs."""
+    from specplug.lab.bench._neural import TraceNeuralProposer
+    from specplug.lab.bench._replay import replay
+    from specplug.lab.bench._tracegen import head_acceptance
+
+    run = eagle_alone
+    records = [TraceRecord(v=1, id=f"chat-{index}", workload="w", prompt_ids=prompt, output_ids=output)
+               for index, (prompt, output) in enumerate(zip(run.prompts, run.tokens, strict=True))]
+    columns = head_acceptance(records, eagle_head_dir(), model_dir(), K)
+    replayed = [record.model_copy(update={"neural": column}) for record, column in zip(records, columns)]
+    logs = replay(TraceNeuralProposer(replayed), [], replayed, K)
+    # every step of a request drafts K tokens (fewer at its end) until its last token, as vLLM does
+    drafts = sum(int((log.drafted > 0).sum()) for log in logs)
+    accepted = sum(int(log.accepted.sum()) for log in logs)
+    print(f"head column replayed: {drafts} drafts, {accepted} accepted; vLLM: {run.metrics}")
+    assert accepted > 0
+    assert (drafts, accepted) == (run.metrics["spec_decode_num_drafts"], run.metrics["spec_decode_num_accepted_tokens"])
 
 
 def test_hybrid_over_trained_eagle(plain, chats, stats_path):
