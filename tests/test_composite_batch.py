@@ -423,24 +423,7 @@ def test_the_one_kernel_choice_equals_bands_step_times_and_choose_rows(config, m
 
     monkeypatch.setattr(CompositeProposer, "_choose_batch", both)
     composite = CONFIGS[config]()
-    rng = np.random.default_rng(11)
-    text = np.tile(rng.integers(0, 12, size=40), 30)
-    ids = list(range(13))
-    position = {rid: 3 * rid + 20 for rid in ids}
-    composite.step_batch(BatchStep.of([], [], [], started=[(rid, text[: position[rid]].tolist()) for rid in ids]))
-    new = {rid: [] for rid in ids}
-    for step in range(50):
-        rows = [rid for rid in ids if step % 3 or rid % 2]  # some steps leave rows out
-        limits = [int(rng.integers(0, 8)) for _ in rows]  # 0: tokens only, no draft
-        got = composite.step_batch(BatchStep.of(rows, [new[rid] for rid in rows], limits))
-        for row, rid in enumerate(rows):
-            draft = got.tokens[row, : got.lengths[row]].tolist()
-            truth = text[position[rid] : position[rid] + len(draft) + 1].tolist()
-            keep = 0
-            while keep < len(draft) and draft[keep] == truth[keep] and rng.random() < 0.9:
-                keep += 1
-            new[rid] = draft[:keep] + [int(truth[keep])]
-            position[rid] += keep + 1
+    _run_batch_steps(composite, 50, seed=11)
     assert compared["rows"] > 500 and compared["chosen_lookup"] > 0
     if CONFIGS[config]().choosing.neurals:
         assert compared["chosen_neural"] > 0
