@@ -111,8 +111,8 @@ def _with_neural(records, neural_model, neural_head, target_hf, k, threads, prog
         records = [record.model_copy(update={"neural": trace}) for record, trace in zip(records, traces, strict=True)]
     if neural_head is not None:
         traces = head_acceptance(records, neural_head, target_hf, k, threads=threads, progress=progress)
-        # the head column needs format version 2 (model_copy does not validate, so v is set here)
-        records = [record.model_copy(update={"neural_head": trace, "v": 2}) for record, trace in zip(records, traces, strict=True)]
+        # written as format version 2: dump_record derives the version from the columns present
+        records = [record.model_copy(update={"neural_head": trace}) for record, trace in zip(records, traces, strict=True)]
     return records
 
 

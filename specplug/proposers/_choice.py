@@ -223,7 +223,7 @@ def choose_rows(
     p_neural = np.empty(positions)
     p_confirmed = np.empty(positions)
     towards = np.empty(positions)
-    row_times = np.empty((4, positions + 1))  # a row's step times, priced here [kind, length]
+    row_times = np.empty((KIND_LOOKUP_NEURAL + 1, positions + 1))  # a row's step times, priced here [kind, length]
     batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token = pricing
     rows = len(slots)
     for row in range(min(rows, 2)):

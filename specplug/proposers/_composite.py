@@ -349,13 +349,13 @@ class CompositeProposer(Proposer):
     def _slots_of(self, ids: Sequence[RequestId], rows: int) -> np.ndarray:
         """The rows' slots: the last step's array while the request ids are the same (compared as
         a list or tuple; no start or stop since), else looked up anew."""
-        if ids.__class__ in (list, tuple):
-            if ids == self._rows_ids:
-                return self._rows_slots
-            slots = np.fromiter(map(self._slot.__getitem__, ids), dtype=np.int64, count=rows)
+        same_kind = ids.__class__ in (list, tuple)
+        if same_kind and ids == self._rows_ids:
+            return self._rows_slots
+        slots = np.fromiter(map(self._slot.__getitem__, ids), dtype=np.int64, count=rows)
+        if same_kind:
             self._rows_ids, self._rows_slots = ids[:], slots
-            return slots
-        return np.fromiter(map(self._slot.__getitem__, ids), dtype=np.int64, count=rows)
+        return slots
 
     def _price_shared_passes(self, slots: np.ndarray, lookup_lengths: np.ndarray, chosen: tuple[np.ndarray, ...]) -> None:
         """Each row chose as if the whole batch drafted alike, so a neural part whose one pass serves
