@@ -445,7 +445,8 @@ def _take_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count
 @njit(cache=True)
 def _draft_row(memory, bases, capacities, lengths, slot, limit, a_s, a_l, max_depth, max_tokens, spec_factor, spec_offset,
                min_token_prob, use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-               draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached, found, ends, matches, c_ends, tally):
+               draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached, found, ends, matches, c_ends,
+               tally):
     """A row's draft, once the ``found`` candidates of its own ring are in ``ends`` (walked, not yet
     compared): its ring's vote, then the cache's, the longer match winning (then the higher score)."""
     state, tokens, prev_s, head_s, prev_l, head_l = pooled_ring(memory, bases[slot], capacities[slot], a_l > 0)
