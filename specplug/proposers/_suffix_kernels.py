@@ -283,22 +283,94 @@ def draft(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max
     ends = np.empty(max_candidates, dtype=np.int64)
     lengths = np.empty(max_candidates, dtype=np.int64)
     return vote(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, max_tokens,
-                spec_factor, spec_offset, min_token_prob, out, ends, lengths)
+                spec_factor, spec_offset, min_token_prob, out, ends, lengths, vote_scratch(max_candidates))
 
 
 @njit(cache=True)
 def vote(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, max_tokens, spec_factor,
-         spec_offset, min_token_prob, out, ends, lengths):
-    """:func:`draft` with its scratch given (``len(ends)`` = ``len(lengths)`` = max_candidates): a
-    batch step allocates it once for all rows."""
+         spec_offset, min_token_prob, out, ends, lengths, tally):
+    """:func:`draft` with its scratch given (``len(ends)`` = ``len(lengths)`` = max_candidates,
+    ``tally`` = ``vote_scratch(max_candidates)``): a batch step allocates it once for all rows."""
     found = candidates(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, ends, lengths)
-    return vote_found(tokens, state, found, ends, lengths, max_tokens, spec_factor, spec_offset, min_token_prob, out)
+    return vote_found(tokens, state, found, ends, lengths, max_tokens, spec_factor, spec_offset, min_token_prob, out,
+                      tally)
+
+
+#: a voter's next token when it has none (past the index's end, or at a sequence's end): no int32 token
+NO_VOTE = -(1 << 40)
+#: int64 words of a vote's scratch before its voters' tokens: the stamp clock, the table's slots
+TALLY_HEAD = 2
 
 
 @njit(cache=True)
-def vote_found(tokens, state, found, ends, lengths, max_tokens, spec_factor, spec_offset, min_token_prob, out):
+def vote_scratch(max_candidates):
+    """The scratch of :func:`vote_found` for at most ``max_candidates`` voters, zeroed once: a stamp
+    clock, the table's size, each voter's next token, the distinct tokens' slots in voter order, and
+    an open-addressing table of (stamp, token, count) per slot, a power of two >= 2x the voters. Each
+    draft position's counts carry a new stamp, so the table is never cleared (not between positions,
+    rows or calls)."""
+    size = 2
+    while size < 2 * max_candidates:
+        size *= 2
+    tally = np.zeros(TALLY_HEAD + 2 * max_candidates + 3 * size, dtype=np.int64)
+    tally[1] = size
+    return tally
+
+
+@njit(cache=True, inline="always")
+def _slot(token, size_mask):
+    # Fibonacci hashing: the product's high bits depend on every bit of the token
+    return ((token * np.int64(-7046029254386353131)) >> 40) & size_mask
+
+
+@njit(cache=True, inline="always")
+def _count(tally, alive):
+    """Count the ``alive`` voters' tokens (``tally[TALLY_HEAD:][:alive]``) under a new stamp; the
+    winner: the token with the highest count, the earliest voter's on a tie (0, 0 when none votes)."""
+    size = tally[1]
+    table_at = tally.shape[0] - 3 * size
+    cont_at = TALLY_HEAD
+    distinct_at = table_at - (table_at - TALLY_HEAD) // 2
+    stamp = tally[0] + 1
+    tally[0] = stamp
+    size_mask = size - 1
+    distinct = 0
+    for i in range(alive):
+        t = tally[cont_at + i]
+        if t == NO_VOTE:
+            continue
+        s = _slot(t, size_mask)
+        while True:
+            at = table_at + 3 * s
+            if tally[at] != stamp:  # free under this stamp: the token's first voter
+                tally[at] = stamp
+                tally[at + 1] = t
+                tally[at + 2] = 1
+                tally[distinct_at + distinct] = at
+                distinct += 1
+                break
+            if tally[at + 1] == t:
+                tally[at + 2] += 1
+                break
+            s = (s + 1) & size_mask
+    best_token = 0
+    best_count = 0
+    # the distinct tokens in the order of their first voters: the first to reach the highest count wins
+    for k in range(distinct):
+        at = tally[distinct_at + k]
+        if tally[at + 2] > best_count:
+            best_count = tally[at + 2]
+            best_token = tally[at + 1]
+    return best_token, best_count
+
+
+@njit(cache=True)
+def vote_found(tokens, state, found, ends, lengths, max_tokens, spec_factor, spec_offset, min_token_prob, out, tally):
     """:func:`vote` once its ``found`` candidates are in ``ends`` and ``lengths`` (``ends`` is
-    reused as scratch)."""
+    reused as scratch; ``tally`` is :func:`vote_scratch`'s, for at least ``found`` voters).
+
+    Time proportional to the voters at each position: their next tokens are gathered once and
+    counted in a hash table. The same drafts as counting each voter's token among all the others."""
     mask = tokens.shape[0] - 1
     end = state[END]
     best = 0
@@ -316,32 +388,24 @@ def vote_found(tokens, state, found, ends, lengths, max_tokens, spec_factor, spe
     n_out = 0
     score = 0.0
     cumulative = 1.0
+    cont = tally[TALLY_HEAD : TALLY_HEAD + alive]
     for d in range(budget):
-        best_token = -1
-        best_count = 0
+        agree = True
         for i in range(alive):
-            gi = ends[i] + 1 + d
-            if gi >= end:
-                continue
-            ti = tokens[gi & mask]
-            if ti == SEP:
-                continue
-            seen = False
-            for j in range(i):
-                gj = ends[j] + 1 + d
-                if gj < end and tokens[gj & mask] == ti:
-                    seen = True
-                    break
-            if seen:
-                continue
-            count = 1
-            for j in range(i + 1, alive):
-                gj = ends[j] + 1 + d
-                if gj < end and tokens[gj & mask] == ti:
-                    count += 1
-            if count > best_count:
-                best_count = count
-                best_token = ti
+            g = ends[i] + 1 + d
+            t = NO_VOTE
+            if g < end:
+                t = tokens[g & mask]
+                if t == SEP:
+                    t = NO_VOTE
+            cont[i] = t
+            agree = agree and t == cont[0]
+        if agree:  # one token or none: no counting (the common case once the voters have converged)
+            best_token, best_count = cont[0], alive
+            if best_token == NO_VOTE:
+                best_count = 0
+        else:
+            best_token, best_count = _count(tally, alive)
         if best_count == 0:
             break
         cumulative *= best_count / alive
@@ -350,13 +414,13 @@ def vote_found(tokens, state, found, ends, lengths, max_tokens, spec_factor, spe
         out[n_out] = best_token
         n_out += 1
         score += cumulative
-        kept = 0
-        for i in range(alive):
-            gi = ends[i] + 1 + d
-            if gi < end and tokens[gi & mask] == best_token:
-                ends[kept] = ends[i]
-                kept += 1
-        alive = kept
+        if best_count < alive:
+            kept = 0
+            for i in range(alive):
+                if cont[i] == best_token:
+                    ends[kept] = ends[i]
+                    kept += 1
+            alive = kept
     return n_out, score, best
 
 
@@ -381,7 +445,8 @@ def _take_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count
 @njit(cache=True)
 def _draft_row(memory, bases, capacities, lengths, slot, limit, a_s, a_l, max_depth, max_tokens, spec_factor, spec_offset,
                min_token_prob, use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-               draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached, found, ends, matches, c_ends):
+               draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached, found, ends, matches, c_ends,
+               tally):
     """A row's draft, once the ``found`` candidates of its own ring are in ``ends`` (walked, not yet
     compared): its ring's vote, then the cache's, the longer match winning (then the higher score)."""
     state, tokens, prev_s, head_s, prev_l, head_l = pooled_ring(memory, bases[slot], capacities[slot], a_l > 0)
@@ -393,12 +458,12 @@ def _draft_row(memory, bases, capacities, lengths, slot, limit, a_s, a_l, max_de
     _match_lengths(tokens, state, query, q, max_depth, ends, matches, found)
     mine = out[row]
     taken, score, match = vote_found(tokens, state, found, ends, matches, limit, spec_factor, spec_offset,
-                                     min_token_prob, mine)
+                                     min_token_prob, mine, tally)
     if use_cache:
         theirs = cached[row]
         c_taken, c_score, c_match = vote(c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state, query, q, a_s,
                                          a_l, max_depth, limit, spec_factor, spec_offset, min_token_prob, theirs,
-                                         c_ends, matches)
+                                         c_ends, matches, tally)
         if c_match > match or (c_match == match and c_score > score):
             taken, score = c_taken, c_score
             for k in range(taken):
@@ -413,9 +478,9 @@ def _draft_row(memory, bases, capacities, lengths, slot, limit, a_s, a_l, max_de
 def _step_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count, limit, a_s, a_l, max_depth, max_candidates,
               max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
               c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-              drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached, ends, matches):
+              drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached, ends, matches, tally):
     """One row of a batch step; False when its ring has no room (it is left untouched).
-    ``ends`` and ``matches`` are the votes' scratch (max_candidates each)."""
+    ``ends`` and ``matches`` (max_candidates each) and ``tally`` (:func:`vote_scratch`) are the votes' scratch."""
     if not _take_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count, a_s, a_l, drafts, draft_lengths,
                      row, out_lengths, scores, accepted):
         return False
@@ -428,7 +493,7 @@ def _step_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count
     found = _walk(prev_l if long else prev_s, tokens.shape[0] - 1, state[START], g, ends)
     _draft_row(memory, bases, capacities, lengths, slot, limit, a_s, a_l, max_depth, max_tokens, spec_factor, spec_offset,
                min_token_prob, use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-               draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached, found, ends, matches, ends)
+               draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached, found, ends, matches, ends, tally)
     return True
 
 
@@ -528,6 +593,7 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
     ends = np.empty((LOCKSTEP_ROWS, max_candidates), dtype=np.int64)
     matches = np.empty(max_candidates, dtype=np.int64)
     c_ends = np.empty(max_candidates, dtype=np.int64)
+    tally = vote_scratch(max_candidates)
     found = np.zeros(LOCKSTEP_ROWS, dtype=np.int64)
     at = np.empty(LOCKSTEP_ROWS, dtype=np.int64)  # each walk's next link (-1: done)
     chain_at = np.empty(LOCKSTEP_ROWS, dtype=np.int64)  # where its chain array starts in memory
@@ -584,7 +650,7 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
                            spec_factor, spec_offset, min_token_prob, use_cache,
                            c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
                            draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached,
-                           found[i], ends[i], matches, c_ends)
+                           found[i], ends[i], matches, c_ends, tally)
     return stuck
 
 
@@ -618,22 +684,32 @@ def _walk_lockstep(memory, at, chain_at, tokens_at, masks, starts, block, ends, 
             live += 1
 
 
+#: rows of one run of :func:`step_batch_parallel`: a thread's scratch is allocated once a run, not once a row
+PARALLEL_RUN_ROWS = 8
+
+
 @njit(cache=True, parallel=True)
 def step_batch_parallel(memory, bases, capacities, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max_depth, max_candidates,
                         max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
                         c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
                         drafts, draft_lengths, draft_scores, out, out_lengths, scores, accepted, blocked, cached):
-    """:func:`step_batch` with the rows spread over numba's threads (rows share only the cache, read-only)."""
-    stuck = 0
-    for row in prange(len(slots)):
-        begin = offsets[row]
-        ends = np.empty(max_candidates, dtype=np.int64)  # per row: rows run on different threads
+    """:func:`step_batch` with the rows spread over numba's threads (rows share only the cache, read-only).
+    The rows go in runs of ``PARALLEL_RUN_ROWS``, each run on one thread with its own scratch."""
+    rows = len(slots)
+    per_run = PARALLEL_RUN_ROWS
+    runs = (rows + per_run - 1) // per_run
+    stuck_by_run = np.zeros(runs, dtype=np.int64)
+    for run in prange(runs):
+        ends = np.empty(max_candidates, dtype=np.int64)
         matches = np.empty(max_candidates, dtype=np.int64)
-        if not _step_row(memory, bases, capacities, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin, limits[row],
-                         a_s, a_l, max_depth, max_candidates, max_tokens, spec_factor, spec_offset, min_token_prob,
-                         use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-                         drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached,
-                         ends, matches):
-            blocked[row] = True
-            stuck += 1
-    return stuck
+        tally = vote_scratch(max_candidates)
+        for row in range(run * per_run, min(rows, (run + 1) * per_run)):
+            begin = offsets[row]
+            if not _step_row(memory, bases, capacities, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin,
+                             limits[row], a_s, a_l, max_depth, max_candidates, max_tokens, spec_factor, spec_offset,
+                             min_token_prob, use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
+                             drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached,
+                             ends, matches, tally):
+                blocked[row] = True
+                stuck_by_run[run] += 1
+    return stuck_by_run.sum()
