@@ -40,6 +40,11 @@ CONFIGS = {
         "hybrid", neural=_neural(4), lookup="ngram", cost="llama-3.1-8b-h100", batch_size=1, neural_probe=True,
         half_life=0.0, explore=1.0, max_positions=8,
     ),
+    # lookup-only drafts calibrated by what such drafts realised (a track of their own)
+    "hybrid-cost-selection": lambda: specplug.create(
+        "hybrid", neural=_neural(), lookup="suffix", cost="llama-3.1-8b-h100", batch_size=1, selection_weight=1.0,
+        selection_prior=1.0, max_positions=8,
+    ),
     "adaptive": lambda: specplug.create("adaptive", candidates=["suffix", "ngram"], max_positions=8),
     # one lookup at a large batch: plain decoding often wins (empty drafts), and the counts fade fast
     "adaptive-one-lookup-batch64": lambda: specplug.create(
@@ -47,6 +52,10 @@ CONFIGS = {
     ),
     "adaptive-neural": lambda: specplug.create(
         "adaptive", candidates=[_neural(3), "suffix", "ngram"], batch_size=2, explore=1.0, max_positions=8
+    ),
+    "adaptive-neural-selection": lambda: specplug.create(
+        "adaptive", candidates=[_neural(3), "suffix", "ngram"], batch_size=2, explore=1.0, selection_weight=2.0,
+        max_positions=8,
     ),
 }
 

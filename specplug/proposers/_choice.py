@@ -35,7 +35,8 @@ KIND_PLAIN, KIND_LOOKUP, KIND_NEURAL, KIND_LOOKUP_NEURAL = range(4)
 #: ``lookups + index`` of a neural part
 NOT_DRAFTED, EMPTY = -2, -1
 
-# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight
+# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight,
+#   selection_weight, selection_prior, selection track (-1: off; see _selection_ratio)
 # flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup, weigh_by_pass (costs learnt online)
 
 
@@ -136,14 +137,53 @@ def _kept_share(step_times: np.ndarray, ran: int, with_neural: int, longest: int
 def score_row(
     slot: int, new_tokens: np.ndarray, lengths: np.ndarray, own_drafted: np.ndarray, own_accepted: np.ndarray,
     pooled_drafted: np.ndarray, pooled_accepted: np.ndarray, meta: np.ndarray, waiting: np.ndarray, count: np.ndarray,
-    decay: float, widest: np.ndarray,
+    decay: float, widest: np.ndarray, selection: int,
 ) -> None:  # pragma: no cover - compiled
     """What :func:`choose_rows` does for a row that gains tokens and drafts nothing (``extend``)."""
+    _settle_selection(selection, own_accepted[slot], own_drafted[slot], pooled_accepted, decay)
     score_pending(
         slot, new_tokens, 0, len(new_tokens), lengths[slot], meta, waiting, count,
         own_drafted[slot], own_accepted[slot], pooled_drafted, pooled_accepted, decay, widest[0],
     )
     lengths[slot] += len(new_tokens)
+
+
+# The selection track (``selection_weight`` > 0): the lookup-only drafts the cost-aware choice took,
+# scored as they resolve, in band 0 (realised tokens, by position, as any track); band 1 position 0
+# holds their expectations: own_drafted's is the last taken draft's, waiting for its tokens,
+# own_accepted's the request's settled sum (decayed per draft as band 0 is), pooled_accepted's all
+# requests'.
+@njit(cache=True)
+def _settle_selection(
+    selection: int, own_accepted: np.ndarray, own_drafted: np.ndarray, pooled_accepted: np.ndarray, decay: float,
+) -> None:  # pragma: no cover - compiled
+    # the waiting draft's expectation counted as its tokens arrive (its realised tokens are scored
+    # then): both sides of the ratio hold the same drafts
+    if selection < 0:
+        return
+    waiting = own_drafted[selection, 1, 0]
+    if waiting > 0.0:
+        own_accepted[selection, 1, 0] = own_accepted[selection, 1, 0] * decay + waiting
+        pooled_accepted[selection, 1, 0] += waiting
+        own_drafted[selection, 1, 0] = 0.0
+
+
+@njit(cache=True)
+def _selection_ratio(
+    selection: int, own_accepted: np.ndarray, pooled_accepted: np.ndarray, weight: float, prior: float,
+) -> float:  # pragma: no cover - compiled
+    # realised over expected tokens of the lookup-only drafts this request took, shrunk (``weight``
+    # expected tokens) towards the same ratio over every request (itself shrunk towards 1 with
+    # ``prior`` tokens). The choice takes a lookup-only step where the lookup's estimate wins by a
+    # little, so it takes the estimates that are high by chance (the winner's curse): where that
+    # happens the ratio falls and close steps go back to the neural part; where the lookup copies,
+    # its estimates are right and the ratio stays near 1
+    realised = pooled = 0.0
+    for j in range(own_accepted.shape[2]):
+        realised += own_accepted[selection, 0, j]
+        pooled += pooled_accepted[selection, 0, j]
+    pooled_ratio = (pooled + prior) / (pooled_accepted[selection, 1, 0] + prior)
+    return (realised + weight * pooled_ratio) / (own_accepted[selection, 1, 0] + weight)
 
 
 @njit(cache=True)
@@ -215,6 +255,7 @@ def choose_rows(
     prior, weight, explore, decay = params[0], params[1], params[2], params[3]
     min_gain, margin = params[4], params[5]
     lookup_weight = params[6]
+    selection_weight, selection_prior, selection = params[7], params[8], int(params[9])
     by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
     weigh_by_pass = flags[4] == 1
     positions = own_drafted.shape[3]
@@ -240,6 +281,7 @@ def choose_rows(
         own_d, own_a = own_drafted[slot], own_accepted[slot]
         begin, end = offsets[row], offsets[row + 1]
         if extended[row]:
+            _settle_selection(selection, own_a, own_d, pooled_accepted, decay)
             score_pending(
                 slot, new_tokens, begin, end, lengths[slot], meta, waiting, count,
                 own_d, own_a, pooled_drafted, pooled_accepted, decay, widest[0],
@@ -296,7 +338,13 @@ def choose_rows(
             rate, k, value = _best_cut(p_lookup, n, step_times[ran])
             if rate > best_rate:
                 best_rate, choice[row], cut[row], expected[row] = rate, li, k, value
+        lookup_rate = best_rate
+        if selection >= 0 and choice[row] >= 0:  # against a neural pass, the lookup-only draft as such drafts realised
+            ratio = _selection_ratio(selection, own_a, pooled_accepted, selection_weight, selection_prior)
+            scaled = (1.0 + ratio * expected[row]) / step_times[ran, cut[row]]
+            best_rate = max(scaled, (1.0 + min_gain) / step_times[ran, 0])
         neural = -1
+        top_neural = 0.0
         for ni in range(n_neurals):
             track = neural_tracks[ni]
             longest = min(limit, neural_longest[ni]) if neural_longest[ni] > 0 else limit
@@ -304,8 +352,14 @@ def choose_rows(
             _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
                      prior, weight * kept, explore * kept, steps[0], p_neural)
             rate = _best_cut(p_neural, longest, step_times[with_neural])[0]
+            top_neural = max(top_neural, rate)
             if rate > best_rate:
                 best_rate, neural = rate, ni
+        if selection >= 0 and choice[row] >= 0 and not top_neural > lookup_rate:
+            # the uncorrected choice takes the lookup alone here: its draft is scored whether taken or
+            # not, so the ratio measures that choice, and a ratio that turned against the lookup can recover
+            add_pending(meta, waiting, count, slot, selection, 0, lookup_tokens[choice[row], row], cut[row], at, True)
+            own_d[selection, 1, 0] = expected[row]
         if neural < 0:
             continue
         fallback[row, 0], fallback[row, 1], fallback[row, 2] = choice[row], cut[row], expected[row]

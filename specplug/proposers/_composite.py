@@ -105,6 +105,8 @@ class CompositeProposer(Proposer):
         half_life: float = 0.0,
         probe: bool = False,
         lookup_prior_weight: float | None = None,
+        selection_weight: float = 0.0,
+        selection_prior: float = 0.0,
     ) -> None:
         super().__init__()
         self.parts = list(parts)
@@ -116,12 +118,20 @@ class CompositeProposer(Proposer):
         self._decay = 0.5 ** (1.0 / half_life) if half_life > 0 else 1.0
         self.probe = probe
         self.batch_size = batch_size
+        # with selection_weight > 0 (and a cost model), one track more after the subclass's: the
+        # lookup-only drafts the choice took, against what it expected of them (_choice._selection_ratio)
+        selection = tracks if selection_weight > 0 and choosing.cost is not None else -1
+        tracks += selection >= 0
         self._tracks = tracks
         self._lookup_tracks = np.array(choosing.lookups, dtype=np.int64)
         self._neural_tracks = np.array(choosing.neurals, dtype=np.int64)
         # the cost-aware choice shrinks a request's lookup counts with a weight of their own (_choice)
         lookup_weight = prior_weight if lookup_prior_weight is None else lookup_prior_weight
-        self._params = np.array([prior, prior_weight, explore, self._decay, choosing.min_gain, choosing.margin, lookup_weight])
+        self._params = np.array([
+            prior, prior_weight, explore, self._decay, choosing.min_gain, choosing.margin, lookup_weight,
+            selection_weight, selection_prior, selection,
+        ])  # fmt: skip
+        self._selection = selection
         self._flags = np.array([
             choosing.cost is not None, -1 if choosing.confirmed is None else choosing.confirmed, probe,
             choosing.continue_with_lookup,
@@ -228,7 +238,7 @@ class CompositeProposer(Proposer):
         _choice.score_row(
             self._slot[request_id], tokens, self._lengths, self._own_drafted, self._own_accepted,
             self._pooled_drafted, self._pooled_accepted, waiting.meta, waiting.tokens, waiting.count, self._decay,
-            self._widest,
+            self._widest, self._selection,
         )  # fmt: skip
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
@@ -468,8 +478,9 @@ class CompositeProposer(Proposer):
     ) -> tuple[np.ndarray, ...]:
         rows = len(slots)
         waiting = self._waiting
-        if rows:  # room for what this step may add per row: each lookup's draft, a neural one, a confirmed one
-            waiting.make_room(int(waiting.count[slots].max()) + len(self.choosing.lookups) + 2)
+        if rows:  # room for what this step may add per row: each lookup's draft, a neural one, a confirmed one,
+            # a lookup draft's copy on the selection track
+            waiting.make_room(int(waiting.count[slots].max()) + len(self.choosing.lookups) + 3)
         longest = np.array([self._neural_longest(index) for index in self.choosing.neurals], dtype=np.int64)
         if limits.any():
             times = self._step_times(self._lengths[slots] + (offsets[1:] - offsets[:-1]) * extended)

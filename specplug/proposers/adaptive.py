@@ -66,6 +66,14 @@ class AdaptiveOptions(MethodOptions):
         1.0, gt=0, le=1e6, allow_inf_nan=False,
         description="with a cost model: observations the pooled estimate is worth against a request's own lookup counts (a lookup is scored at every step)",
     )
+    selection_weight: float = Field(
+        0.0, ge=0, le=1e6, allow_inf_nan=False,
+        description="with a cost model: against a neural pass, a lookup-only draft's expected tokens are scaled by what the lookup-only drafts taken so far realised against their expectation, the request's own shrunk towards all requests' with this many expected tokens (0: off)",
+    )
+    selection_prior: float = Field(
+        8.0, ge=0, le=1e6, allow_inf_nan=False,
+        description="with selection_weight: expected tokens of ratio 1 added to all requests' realised/expected ratio of lookup-only drafts",
+    )
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
@@ -131,6 +139,8 @@ class AdaptiveProposer(CompositeProposer):
             half_life=options.half_life,
             probe=probes(options.neural_probe, [part for part in self.candidates if part.draft_kind == "neural"]),
             lookup_prior_weight=options.lookup_prior_weight,
+            selection_weight=options.selection_weight,
+            selection_prior=options.selection_prior,
         )
         if "neural" in self.kinds:
             self.draft_kind = "neural"

@@ -69,6 +69,14 @@ class HybridOptions(MethodOptions):
         1.0, gt=0, le=1e6, allow_inf_nan=False,
         description="with a cost model: observations the pooled estimate is worth against a request's own lookup counts (a lookup is scored at every step)",
     )
+    selection_weight: float = Field(
+        0.0, ge=0, le=1e6, allow_inf_nan=False,
+        description="with a cost model: against a neural pass, a lookup-only draft's expected tokens are scaled by what the lookup-only drafts taken so far realised against their expectation, the request's own shrunk towards all requests' with this many expected tokens (0: off)",
+    )
+    selection_prior: float = Field(
+        8.0, ge=0, le=1e6, allow_inf_nan=False,
+        description="with selection_weight: expected tokens of ratio 1 added to all requests' realised/expected ratio of lookup-only drafts",
+    )
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a part (0: never)"
     )
@@ -148,6 +156,8 @@ class HybridProposer(CompositeProposer):
             half_life=options.half_life,
             probe=probes(options.neural_probe, [self.neural]),
             lookup_prior_weight=options.lookup_prior_weight,
+            selection_weight=options.selection_weight,
+            selection_prior=options.selection_prior,
         )
 
     def acceptance(self, request_id: RequestId, lookup_band: int, *, optimistic: bool = True) -> tuple[np.ndarray, np.ndarray]:
