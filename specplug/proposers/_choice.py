@@ -36,7 +36,8 @@ KIND_PLAIN, KIND_LOOKUP, KIND_NEURAL, KIND_LOOKUP_NEURAL = range(4)
 NOT_DRAFTED, EMPTY = -2, -1
 
 # params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight,
-#   selection_weight, selection_prior, selection track (-1: off; see _selection_ratio)
+#   selection_weight, selection_prior, selection track (-1: off; see _selection_ratio), selection_by_band,
+#   selection_slack
 # flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup, weigh_by_pass (costs learnt online)
 
 
@@ -148,42 +149,44 @@ def score_row(
     lengths[slot] += len(new_tokens)
 
 
-# The selection track (``selection_weight`` > 0): the lookup-only drafts the cost-aware choice took,
-# scored as they resolve, in band 0 (realised tokens, by position, as any track); band 1 position 0
-# holds their expectations: own_drafted's is the last taken draft's, waiting for its tokens,
-# own_accepted's the request's settled sum (decayed per draft as band 0 is), pooled_accepted's all
-# requests'.
+# The selection tracks (``selection_weight`` > 0): ``selection`` holds the lookup drafts the
+# uncorrected cost-aware choice would take alone, scored as they resolve (realised tokens, by band
+# and position, as any track); ``selection + 1`` their expectations, by band at position 0:
+# own_drafted's is the last such draft's, waiting for its tokens, own_accepted's the request's
+# settled sum (decayed per draft as the realised counts are), pooled_accepted's all requests'.
 @njit(cache=True)
 def _settle_selection(
     selection: int, own_accepted: np.ndarray, own_drafted: np.ndarray, pooled_accepted: np.ndarray, decay: float,
 ) -> None:  # pragma: no cover - compiled
-    # the waiting draft's expectation counted as its tokens arrive (its realised tokens are scored
+    # a waiting draft's expectation counted as its tokens arrive (its realised tokens are scored
     # then): both sides of the ratio hold the same drafts
     if selection < 0:
         return
-    waiting = own_drafted[selection, 1, 0]
-    if waiting > 0.0:
-        own_accepted[selection, 1, 0] = own_accepted[selection, 1, 0] * decay + waiting
-        pooled_accepted[selection, 1, 0] += waiting
-        own_drafted[selection, 1, 0] = 0.0
+    sums = selection + 1
+    for band in range(own_drafted.shape[1]):
+        waiting = own_drafted[sums, band, 0]
+        if waiting > 0.0:
+            own_accepted[sums, band, 0] = own_accepted[sums, band, 0] * decay + waiting
+            pooled_accepted[sums, band, 0] += waiting
+            own_drafted[sums, band, 0] = 0.0
 
 
 @njit(cache=True)
 def _selection_ratio(
-    selection: int, own_accepted: np.ndarray, pooled_accepted: np.ndarray, weight: float, prior: float,
+    selection: int, band: int, own_accepted: np.ndarray, pooled_accepted: np.ndarray, weight: float, prior: float,
 ) -> float:  # pragma: no cover - compiled
-    # realised over expected tokens of the lookup-only drafts this request took, shrunk (``weight``
-    # expected tokens) towards the same ratio over every request (itself shrunk towards 1 with
-    # ``prior`` tokens). The choice takes a lookup-only step where the lookup's estimate wins by a
-    # little, so it takes the estimates that are high by chance (the winner's curse): where that
-    # happens the ratio falls and close steps go back to the neural part; where the lookup copies,
-    # its estimates are right and the ratio stays near 1
+    # realised over expected tokens of those drafts (of ``band``), the request's own shrunk
+    # (``weight`` expected tokens) towards the same ratio over every request (itself shrunk towards
+    # 1 with ``prior`` tokens). The choice takes a lookup-only step where the lookup's estimate wins
+    # by a little, so it takes the estimates that are high by chance (the winner's curse): where
+    # that happens the ratio falls and close steps go back to the neural part; where the lookup
+    # copies, its estimates are right and the ratio stays near 1
     realised = pooled = 0.0
     for j in range(own_accepted.shape[2]):
-        realised += own_accepted[selection, 0, j]
-        pooled += pooled_accepted[selection, 0, j]
-    pooled_ratio = (pooled + prior) / (pooled_accepted[selection, 1, 0] + prior)
-    return (realised + weight * pooled_ratio) / (own_accepted[selection, 1, 0] + weight)
+        realised += own_accepted[selection, band, j]
+        pooled += pooled_accepted[selection, band, j]
+    pooled_ratio = (pooled + prior) / (pooled_accepted[selection + 1, band, 0] + prior)
+    return (realised + weight * pooled_ratio) / (own_accepted[selection + 1, band, 0] + weight)
 
 
 @njit(cache=True)
@@ -256,6 +259,7 @@ def choose_rows(
     min_gain, margin = params[4], params[5]
     lookup_weight = params[6]
     selection_weight, selection_prior, selection = params[7], params[8], int(params[9])
+    selection_by_band, selection_slack = params[10] > 0.0, params[11]
     by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
     weigh_by_pass = flags[4] == 1
     positions = own_drafted.shape[3]
@@ -340,7 +344,9 @@ def choose_rows(
                 best_rate, choice[row], cut[row], expected[row] = rate, li, k, value
         lookup_rate = best_rate
         if selection >= 0 and choice[row] >= 0:  # against a neural pass, the lookup-only draft as such drafts realised
-            ratio = _selection_ratio(selection, own_a, pooled_accepted, selection_weight, selection_prior)
+            selection_band = lookup_bands[choice[row], row] if selection_by_band else 0
+            ratio = _selection_ratio(selection, selection_band, own_a, pooled_accepted, selection_weight, selection_prior)
+            ratio = min(ratio / (1.0 - selection_slack), 1.0)  # shortfalls within the slack are not corrected
             scaled = (1.0 + ratio * expected[row]) / step_times[ran, cut[row]]
             best_rate = max(scaled, (1.0 + min_gain) / step_times[ran, 0])
         neural = -1
@@ -358,8 +364,9 @@ def choose_rows(
         if selection >= 0 and choice[row] >= 0 and not top_neural > lookup_rate:
             # the uncorrected choice takes the lookup alone here: its draft is scored whether taken or
             # not, so the ratio measures that choice, and a ratio that turned against the lookup can recover
-            add_pending(meta, waiting, count, slot, selection, 0, lookup_tokens[choice[row], row], cut[row], at, True)
-            own_d[selection, 1, 0] = expected[row]
+            selection_band = lookup_bands[choice[row], row] if selection_by_band else 0
+            add_pending(meta, waiting, count, slot, selection, selection_band, lookup_tokens[choice[row], row], cut[row], at, True)
+            own_d[selection + 1, selection_band, 0] = expected[row]
         if neural < 0:
             continue
         fallback[row, 0], fallback[row, 1], fallback[row, 2] = choice[row], cut[row], expected[row]

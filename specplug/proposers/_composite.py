@@ -107,6 +107,8 @@ class CompositeProposer(Proposer):
         lookup_prior_weight: float | None = None,
         selection_weight: float = 0.0,
         selection_prior: float = 0.0,
+        selection_by_band: bool = False,
+        selection_slack: float = 0.0,
     ) -> None:
         super().__init__()
         self.parts = list(parts)
@@ -118,10 +120,10 @@ class CompositeProposer(Proposer):
         self._decay = 0.5 ** (1.0 / half_life) if half_life > 0 else 1.0
         self.probe = probe
         self.batch_size = batch_size
-        # with selection_weight > 0 (and a cost model), one track more after the subclass's: the
-        # lookup-only drafts the choice took, against what it expected of them (_choice._selection_ratio)
+        # with selection_weight > 0 (and a cost model), two tracks more after the subclass's: the lookup
+        # drafts the choice would take alone, and what it expected of them (_choice._selection_ratio)
         selection = tracks if selection_weight > 0 and choosing.cost is not None else -1
-        tracks += selection >= 0
+        tracks += 2 * (selection >= 0)
         self._tracks = tracks
         self._lookup_tracks = np.array(choosing.lookups, dtype=np.int64)
         self._neural_tracks = np.array(choosing.neurals, dtype=np.int64)
@@ -129,7 +131,7 @@ class CompositeProposer(Proposer):
         lookup_weight = prior_weight if lookup_prior_weight is None else lookup_prior_weight
         self._params = np.array([
             prior, prior_weight, explore, self._decay, choosing.min_gain, choosing.margin, lookup_weight,
-            selection_weight, selection_prior, selection,
+            selection_weight, selection_prior, selection, selection_by_band, selection_slack,
         ])  # fmt: skip
         self._selection = selection
         self._flags = np.array([

@@ -74,6 +74,11 @@ class AdaptiveOptions(MethodOptions):
         8.0, ge=0, le=1e6, allow_inf_nan=False,
         description="with selection_weight: expected tokens of ratio 1 added to all requests' realised/expected ratio of lookup-only drafts",
     )
+    selection_by_band: bool = Field(False, description="with selection_weight: one ratio per lookup score band")
+    selection_slack: float = Field(
+        0.0, ge=0, lt=1, allow_inf_nan=False,
+        description="with selection_weight: the ratio is divided by 1 - this and capped at 1, so a shortfall within it is not corrected",
+    )
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
@@ -141,6 +146,8 @@ class AdaptiveProposer(CompositeProposer):
             lookup_prior_weight=options.lookup_prior_weight,
             selection_weight=options.selection_weight,
             selection_prior=options.selection_prior,
+            selection_by_band=options.selection_by_band,
+            selection_slack=options.selection_slack,
         )
         if "neural" in self.kinds:
             self.draft_kind = "neural"
