@@ -37,7 +37,7 @@ NOT_DRAFTED, EMPTY = -2, -1
 
 # params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight,
 #   selection_weight, selection_prior, selection track (-1: off; see _selection_ratio), selection_by_band,
-#   selection_slack
+#   selection_slack, call_bound
 # flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup, weigh_by_pass (costs learnt online)
 
 
@@ -117,6 +117,31 @@ def _hopeful(
     grown = math.log1p(float(steps))
     for j in range(len(drafted)):
         out[j] = min(out[j] + explore * math.sqrt(grown / (drafted[j] + weight)), 1.0)
+
+
+@njit(cache=True)
+def _call_bound(
+    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
+    prior: float, weight: float, scale: float, longest: int, steps: int,
+) -> float:  # pragma: no cover - compiled
+    # An upper confidence bound on the tokens a call of a neural part brings: its accepted tokens per
+    # scored draft, the request's shrunk towards all requests' (those towards a draft of ``longest``
+    # tokens accepted at ``prior`` each, untried),
+    # plus a UCB term on the count of calls. The per-position bonus (_hopeful) stays large at
+    # positions a weak drafter seldom reaches, and capped at 1 it prices a long draft of a part that
+    # gets a fifth of a token a call as if it paid; a call's total has no such tail. The bound grows
+    # with the steps taken without a call, so a declined part is tried again now and then.
+    own = pooled = 0.0
+    for j in range(len(drafted)):
+        own += own_accepted[j]
+        pooled += accepted[j]
+    untried = product = 0.0
+    for j in range(longest):
+        product = prior if j == 0 else product * prior
+        untried += product
+    pooled_mean = (pooled + weight * untried) / (drafted[0] + weight)
+    mean = (own + weight * pooled_mean) / (own_drafted[0] + weight)
+    return mean + scale * longest * math.sqrt(math.log1p(float(steps)) / (drafted[0] + weight))
 
 
 @njit(cache=True)
@@ -260,6 +285,7 @@ def choose_rows(
     lookup_weight = params[6]
     selection_weight, selection_prior, selection = params[7], params[8], int(params[9])
     selection_by_band, selection_slack = params[10] > 0.0, params[11]
+    call_bound = params[12]
     by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
     weigh_by_pass = flags[4] == 1
     positions = own_drafted.shape[3]
@@ -358,6 +384,13 @@ def choose_rows(
             _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
                      prior, weight * kept, explore * kept, steps[0], p_neural)
             rate = _best_cut(p_neural, longest, step_times[with_neural])[0]
+            if call_bound > 0.0:
+                # not called where its calls' tokens, at an upper bound and in the shortest step, could
+                # not beat plain decoding: the pass is not paid for, whatever the lookup drafts
+                bound = _call_bound(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
+                                    prior, weight, call_bound, longest, steps[0])
+                if (1.0 + bound) / step_times[with_neural, 1] <= (1.0 + min_gain) / step_times[ran, 0]:
+                    rate = 0.0
             top_neural = max(top_neural, rate)
             if rate > best_rate:
                 best_rate, neural = rate, ni

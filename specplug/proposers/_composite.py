@@ -109,6 +109,7 @@ class CompositeProposer(Proposer):
         selection_prior: float = 0.0,
         selection_by_band: bool = False,
         selection_slack: float = 0.0,
+        call_bound: float = 0.0,
     ) -> None:
         super().__init__()
         self.parts = list(parts)
@@ -131,7 +132,7 @@ class CompositeProposer(Proposer):
         lookup_weight = prior_weight if lookup_prior_weight is None else lookup_prior_weight
         self._params = np.array([
             prior, prior_weight, explore, self._decay, choosing.min_gain, choosing.margin, lookup_weight,
-            selection_weight, selection_prior, selection, selection_by_band, selection_slack,
+            selection_weight, selection_prior, selection, selection_by_band, selection_slack, call_bound,
         ])  # fmt: skip
         self._selection = selection
         self._flags = np.array([

@@ -82,6 +82,10 @@ class HybridOptions(MethodOptions):
         0.0, ge=0, lt=1, allow_inf_nan=False,
         description="with selection_weight: the ratio is divided by 1 - this and capped at 1, so a shortfall within it is not corrected",
     )
+    call_bound: float = Field(
+        0.0, ge=0, le=100, allow_inf_nan=False,
+        description="with a cost model: a neural part is called only when its calls' accepted tokens at an upper confidence bound (this scale times its draft length times sqrt(log steps / calls)) could pay for its pass (0: off)",
+    )
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a part (0: never)"
     )
@@ -165,6 +169,7 @@ class HybridProposer(CompositeProposer):
             selection_prior=options.selection_prior,
             selection_by_band=options.selection_by_band,
             selection_slack=options.selection_slack,
+            call_bound=options.call_bound,
         )
 
     def acceptance(self, request_id: RequestId, lookup_band: int, *, optimistic: bool = True) -> tuple[np.ndarray, np.ndarray]:
