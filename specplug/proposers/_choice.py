@@ -37,7 +37,7 @@ NOT_DRAFTED, EMPTY = -2, -1
 
 # params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight,
 #   selection_weight, selection_prior, selection track (-1: off; see _selection_ratio), selection_by_band,
-#   selection_slack, call_bound
+#   selection_slack, call_bound, explore_by_calls, selection_taken_only, call_bound_lookup
 # flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup, weigh_by_pass (costs learnt online)
 
 
@@ -110,13 +110,17 @@ def _estimate_towards(
 @njit(cache=True)
 def _hopeful(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
-    prior: float, weight: float, explore: float, steps: int, out: np.ndarray,
+    prior: float, weight: float, explore: float, steps: int, out: np.ndarray, by_calls: bool = False,
 ) -> None:  # pragma: no cover - compiled
-    # a neural part's estimate plus its exploration bonus, at most 1 (it is observed only when called)
+    # a neural part's estimate plus its exploration bonus, at most 1 (it is observed only when called).
+    # ``by_calls``: every position's bonus shrinks with the part's calls (its first position's count),
+    # not with its own count: a weak drafter seldom reaches its later positions, whose bonuses would
+    # otherwise stay near 1 and price a long draft of it as if it paid
     chained_estimate(own_drafted, own_accepted, drafted, accepted, prior, weight, out)
     grown = math.log1p(float(steps))
     for j in range(len(drafted)):
-        out[j] = min(out[j] + explore * math.sqrt(grown / (drafted[j] + weight)), 1.0)
+        seen = drafted[0] if by_calls else drafted[j]
+        out[j] = min(out[j] + explore * math.sqrt(grown / (seen + weight)), 1.0)
 
 
 @njit(cache=True)
@@ -285,7 +289,8 @@ def choose_rows(
     lookup_weight = params[6]
     selection_weight, selection_prior, selection = params[7], params[8], int(params[9])
     selection_by_band, selection_slack = params[10] > 0.0, params[11]
-    call_bound = params[12]
+    call_bound, explore_by_calls = params[12], params[13] > 0.0
+    selection_taken_only, call_bound_lookup = params[14] > 0.0, params[15] > 0.0
     by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
     weigh_by_pass = flags[4] == 1
     positions = own_drafted.shape[3]
@@ -382,19 +387,21 @@ def choose_rows(
             longest = min(limit, neural_longest[ni]) if neural_longest[ni] > 0 else limit
             kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
             _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                     prior, weight * kept, explore * kept, steps[0], p_neural)
+                     prior, weight * kept, explore * kept, steps[0], p_neural, explore_by_calls)
             rate = _best_cut(p_neural, longest, step_times[with_neural])[0]
             if call_bound > 0.0:
                 # not called where its calls' tokens, at an upper bound and in the shortest step, could
                 # not beat plain decoding: the pass is not paid for, whatever the lookup drafts
                 bound = _call_bound(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
                                     prior, weight, call_bound, longest, steps[0])
-                if (1.0 + bound) / step_times[with_neural, 1] <= (1.0 + min_gain) / step_times[ran, 0]:
+                against = best_rate if call_bound_lookup else (1.0 + min_gain) / step_times[ran, 0]
+                if (1.0 + bound) / step_times[with_neural, 1] <= against:
                     rate = 0.0
             top_neural = max(top_neural, rate)
             if rate > best_rate:
                 best_rate, neural = rate, ni
-        if selection >= 0 and choice[row] >= 0 and not top_neural > lookup_rate:
+        taken = neural < 0 if selection_taken_only else not top_neural > lookup_rate
+        if selection >= 0 and choice[row] >= 0 and taken:
             # the uncorrected choice takes the lookup alone here: its draft is scored whether taken or
             # not, so the ratio measures that choice, and a ratio that turned against the lookup can recover
             selection_band = lookup_bands[choice[row], row] if selection_by_band else 0
@@ -407,7 +414,7 @@ def choose_rows(
         longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
         kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
         _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                 prior, weight * kept, explore * kept, steps[0], p_neural)
+                 prior, weight * kept, explore * kept, steps[0], p_neural, explore_by_calls)
         _, hopeful_k, hopeful_value = _best_cut(p_neural, longest, step_times[with_neural])
         hopeful[row, 0], hopeful[row, 1] = hopeful_k, hopeful_value
         chained_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],

@@ -110,6 +110,9 @@ class CompositeProposer(Proposer):
         selection_by_band: bool = False,
         selection_slack: float = 0.0,
         call_bound: float = 0.0,
+        explore_by_calls: bool = False,
+        selection_taken_only: bool = False,
+        call_bound_lookup: bool = False,
     ) -> None:
         super().__init__()
         self.parts = list(parts)
@@ -133,6 +136,7 @@ class CompositeProposer(Proposer):
         self._params = np.array([
             prior, prior_weight, explore, self._decay, choosing.min_gain, choosing.margin, lookup_weight,
             selection_weight, selection_prior, selection, selection_by_band, selection_slack, call_bound,
+            explore_by_calls, selection_taken_only, call_bound_lookup,
         ])  # fmt: skip
         self._selection = selection
         self._flags = np.array([
@@ -482,8 +486,8 @@ class CompositeProposer(Proposer):
         rows = len(slots)
         waiting = self._waiting
         if rows:  # room for what this step may add per row: each lookup's draft, a neural one, a confirmed one,
-            # a lookup draft's copy on the selection track
-            waiting.make_room(int(waiting.count[slots].max()) + len(self.choosing.lookups) + 3)
+            # and with a selection track a lookup draft's copy there
+            waiting.make_room(int(waiting.count[slots].max()) + len(self.choosing.lookups) + 2 + (self._selection >= 0))
         longest = np.array([self._neural_longest(index) for index in self.choosing.neurals], dtype=np.int64)
         if limits.any():
             times = self._step_times(self._lengths[slots] + (offsets[1:] - offsets[:-1]) * extended)

@@ -86,6 +86,11 @@ class HybridOptions(MethodOptions):
         0.0, ge=0, le=100, allow_inf_nan=False,
         description="with a cost model: a neural part is called only when its calls' accepted tokens at an upper confidence bound (this scale times its draft length times sqrt(log steps / calls)) could pay for its pass (0: off)",
     )
+    explore_by_calls: bool = Field(
+        False, description="with a cost model: the neural part's exploration bonus at every position shrinks with its calls, not with that position's own count",
+    )
+    selection_taken_only: bool = Field(False, description="with selection_weight: the ratio from the lookup-only drafts taken only (not every one the uncorrected choice would take)")
+    call_bound_lookup: bool = Field(False, description="with call_bound: the bound must beat the lookup's option too, not only plain decoding")
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a part (0: never)"
     )
@@ -170,6 +175,9 @@ class HybridProposer(CompositeProposer):
             selection_by_band=options.selection_by_band,
             selection_slack=options.selection_slack,
             call_bound=options.call_bound,
+            explore_by_calls=options.explore_by_calls,
+            selection_taken_only=options.selection_taken_only,
+            call_bound_lookup=options.call_bound_lookup,
         )
 
     def acceptance(self, request_id: RequestId, lookup_band: int, *, optimistic: bool = True) -> tuple[np.ndarray, np.ndarray]:
