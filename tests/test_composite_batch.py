@@ -40,15 +40,10 @@ CONFIGS = {
         "hybrid", neural=_neural(4), lookup="ngram", cost="llama-3.1-8b-h100", batch_size=1, neural_probe=True,
         half_life=0.0, explore=1.0, max_positions=8,
     ),
-    # lookup-only drafts calibrated by what such drafts realised (a track of their own)
-    "hybrid-cost-selection": lambda: specplug.create(
-        "hybrid", neural=_neural(), lookup="suffix", cost="llama-3.1-8b-h100", batch_size=1, selection_weight=1.0,
-        selection_prior=1.0, max_positions=8,
-    ),
-    # the same by score band with a slack; the neural part's calls bounded and its bonus by its calls
-    "hybrid-cost-selection-band-call-bound": lambda: specplug.create(
-        "hybrid", neural=_neural(3), lookup="ngram", cost="llama-3.1-8b-h100", batch_size=8, selection_weight=2.0,
-        selection_by_band=True, selection_slack=0.1, call_bound=0.3, explore_by_calls=True, explore=1.0, max_positions=8,
+    # the neural part declined where a bound on its calls' tokens cannot pay for its pass
+    "hybrid-cost-call-bound": lambda: specplug.create(
+        "hybrid", neural=_neural(3), lookup="ngram", cost="llama-3.1-8b-h100", batch_size=8, call_bound=0.3, explore=1.0,
+        max_positions=8,
     ),
     "adaptive": lambda: specplug.create("adaptive", candidates=["suffix", "ngram"], max_positions=8),
     # one lookup at a large batch: plain decoding often wins (empty drafts), and the counts fade fast
@@ -58,9 +53,8 @@ CONFIGS = {
     "adaptive-neural": lambda: specplug.create(
         "adaptive", candidates=[_neural(3), "suffix", "ngram"], batch_size=2, explore=1.0, max_positions=8
     ),
-    "adaptive-neural-selection": lambda: specplug.create(
-        "adaptive", candidates=[_neural(3), "suffix", "ngram"], batch_size=2, explore=1.0, selection_weight=2.0,
-        call_bound=0.1, max_positions=8,
+    "adaptive-neural-call-bound": lambda: specplug.create(
+        "adaptive", candidates=[_neural(3), "suffix", "ngram"], batch_size=2, explore=1.0, call_bound=0.1, max_positions=8
     ),
 }
 
@@ -412,8 +406,7 @@ def test_the_one_kernel_choice_equals_bands_step_times_and_choose_rows(config, m
 
     def both(self, slots, new_tokens, offsets, limits, tokens, lengths, scores):
         # the old path first, on a copy of the state; then the one kernel from the same state
-        adds = len(self.choosing.lookups) + 2 + (self._selection >= 0)  # as _choose and choose_batch want it
-        room = int(self._waiting.count[slots].max()) + adds if len(slots) else 0
+        room = int(self._waiting.count[slots].max()) + len(self.choosing.lookups) + 2 if len(slots) else 0
         self._waiting.make_room(room)  # both paths make this room first: grow before the snapshot
         before, widest = _choice_state(self), int(self._widest[0])
         self._widest[0] = self.positions  # the old fading: every position

@@ -35,9 +35,7 @@ KIND_PLAIN, KIND_LOOKUP, KIND_NEURAL, KIND_LOOKUP_NEURAL = range(4)
 #: ``lookups + index`` of a neural part
 NOT_DRAFTED, EMPTY = -2, -1
 
-# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight,
-#   selection_weight, selection_prior, selection track (-1: off; see _selection_ratio), selection_by_band,
-#   selection_slack, call_bound, explore_by_calls, selection_taken_only, call_bound_lookup
+# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight, call_bound
 # flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup, weigh_by_pass (costs learnt online)
 
 
@@ -110,17 +108,13 @@ def _estimate_towards(
 @njit(cache=True)
 def _hopeful(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
-    prior: float, weight: float, explore: float, steps: int, out: np.ndarray, by_calls: bool = False,
+    prior: float, weight: float, explore: float, steps: int, out: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    # a neural part's estimate plus its exploration bonus, at most 1 (it is observed only when called).
-    # ``by_calls``: every position's bonus shrinks with the part's calls (its first position's count),
-    # not with its own count: a weak drafter seldom reaches its later positions, whose bonuses would
-    # otherwise stay near 1 and price a long draft of it as if it paid
+    # a neural part's estimate plus its exploration bonus, at most 1 (it is observed only when called)
     chained_estimate(own_drafted, own_accepted, drafted, accepted, prior, weight, out)
     grown = math.log1p(float(steps))
     for j in range(len(drafted)):
-        seen = drafted[0] if by_calls else drafted[j]
-        out[j] = min(out[j] + explore * math.sqrt(grown / (seen + weight)), 1.0)
+        out[j] = min(out[j] + explore * math.sqrt(grown / (drafted[j] + weight)), 1.0)
 
 
 @njit(cache=True)
@@ -130,11 +124,10 @@ def _call_bound(
 ) -> float:  # pragma: no cover - compiled
     # An upper confidence bound on the tokens a call of a neural part brings: its accepted tokens per
     # scored draft, the request's shrunk towards all requests' (those towards a draft of ``longest``
-    # tokens accepted at ``prior`` each, untried),
-    # plus a UCB term on the count of calls. The per-position bonus (_hopeful) stays large at
-    # positions a weak drafter seldom reaches, and capped at 1 it prices a long draft of a part that
-    # gets a fifth of a token a call as if it paid; a call's total has no such tail. The bound grows
-    # with the steps taken without a call, so a declined part is tried again now and then.
+    # tokens accepted at ``prior`` each, untried), plus a UCB term on the count of calls. The
+    # per-position bonus (_hopeful) stays large at positions a weak drafter seldom reaches; a call's
+    # total has no such tail. The term grows with the steps taken without a call, so a part declined
+    # is tried again now and then.
     own = pooled = 0.0
     for j in range(len(drafted)):
         own += own_accepted[j]
@@ -167,55 +160,14 @@ def _kept_share(step_times: np.ndarray, ran: int, with_neural: int, longest: int
 def score_row(
     slot: int, new_tokens: np.ndarray, lengths: np.ndarray, own_drafted: np.ndarray, own_accepted: np.ndarray,
     pooled_drafted: np.ndarray, pooled_accepted: np.ndarray, meta: np.ndarray, waiting: np.ndarray, count: np.ndarray,
-    decay: float, widest: np.ndarray, selection: int,
+    decay: float, widest: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """What :func:`choose_rows` does for a row that gains tokens and drafts nothing (``extend``)."""
-    _settle_selection(selection, own_accepted[slot], own_drafted[slot], pooled_accepted, decay)
     score_pending(
         slot, new_tokens, 0, len(new_tokens), lengths[slot], meta, waiting, count,
         own_drafted[slot], own_accepted[slot], pooled_drafted, pooled_accepted, decay, widest[0],
     )
     lengths[slot] += len(new_tokens)
-
-
-# The selection tracks (``selection_weight`` > 0): ``selection`` holds the lookup drafts the
-# uncorrected cost-aware choice would take alone, scored as they resolve (realised tokens, by band
-# and position, as any track); ``selection + 1`` their expectations, by band at position 0:
-# own_drafted's is the last such draft's, waiting for its tokens, own_accepted's the request's
-# settled sum (decayed per draft as the realised counts are), pooled_accepted's all requests'.
-@njit(cache=True)
-def _settle_selection(
-    selection: int, own_accepted: np.ndarray, own_drafted: np.ndarray, pooled_accepted: np.ndarray, decay: float,
-) -> None:  # pragma: no cover - compiled
-    # a waiting draft's expectation counted as its tokens arrive (its realised tokens are scored
-    # then): both sides of the ratio hold the same drafts
-    if selection < 0:
-        return
-    sums = selection + 1
-    for band in range(own_drafted.shape[1]):
-        waiting = own_drafted[sums, band, 0]
-        if waiting > 0.0:
-            own_accepted[sums, band, 0] = own_accepted[sums, band, 0] * decay + waiting
-            pooled_accepted[sums, band, 0] += waiting
-            own_drafted[sums, band, 0] = 0.0
-
-
-@njit(cache=True)
-def _selection_ratio(
-    selection: int, band: int, own_accepted: np.ndarray, pooled_accepted: np.ndarray, weight: float, prior: float,
-) -> float:  # pragma: no cover - compiled
-    # realised over expected tokens of those drafts (of ``band``), the request's own shrunk
-    # (``weight`` expected tokens) towards the same ratio over every request (itself shrunk towards
-    # 1 with ``prior`` tokens). The choice takes a lookup-only step where the lookup's estimate wins
-    # by a little, so it takes the estimates that are high by chance (the winner's curse): where
-    # that happens the ratio falls and close steps go back to the neural part; where the lookup
-    # copies, its estimates are right and the ratio stays near 1
-    realised = pooled = 0.0
-    for j in range(own_accepted.shape[2]):
-        realised += own_accepted[selection, band, j]
-        pooled += pooled_accepted[selection, band, j]
-    pooled_ratio = (pooled + prior) / (pooled_accepted[selection + 1, band, 0] + prior)
-    return (realised + weight * pooled_ratio) / (own_accepted[selection + 1, band, 0] + weight)
 
 
 @njit(cache=True)
@@ -286,11 +238,7 @@ def choose_rows(
     """
     prior, weight, explore, decay = params[0], params[1], params[2], params[3]
     min_gain, margin = params[4], params[5]
-    lookup_weight = params[6]
-    selection_weight, selection_prior, selection = params[7], params[8], int(params[9])
-    selection_by_band, selection_slack = params[10] > 0.0, params[11]
-    call_bound, explore_by_calls = params[12], params[13] > 0.0
-    selection_taken_only, call_bound_lookup = params[14] > 0.0, params[15] > 0.0
+    lookup_weight, call_bound = params[6], params[7]
     by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
     weigh_by_pass = flags[4] == 1
     positions = own_drafted.shape[3]
@@ -299,7 +247,7 @@ def choose_rows(
     p_neural = np.empty(positions)
     p_confirmed = np.empty(positions)
     towards = np.empty(positions)
-    row_times = np.empty((4, positions + 1))  # a row's step times, priced here [kind, length]
+    row_times = np.empty((KIND_LOOKUP_NEURAL + 1, positions + 1))  # a row's step times, priced here [kind, length]
     batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token = pricing
     rows = len(slots)
     for row in range(min(rows, 2)):
@@ -316,7 +264,6 @@ def choose_rows(
         own_d, own_a = own_drafted[slot], own_accepted[slot]
         begin, end = offsets[row], offsets[row + 1]
         if extended[row]:
-            _settle_selection(selection, own_a, own_d, pooled_accepted, decay)
             score_pending(
                 slot, new_tokens, begin, end, lengths[slot], meta, waiting, count,
                 own_d, own_a, pooled_drafted, pooled_accepted, decay, widest[0],
@@ -373,40 +320,23 @@ def choose_rows(
             rate, k, value = _best_cut(p_lookup, n, step_times[ran])
             if rate > best_rate:
                 best_rate, choice[row], cut[row], expected[row] = rate, li, k, value
-        lookup_rate = best_rate
-        if selection >= 0 and choice[row] >= 0:  # against a neural pass, the lookup-only draft as such drafts realised
-            selection_band = lookup_bands[choice[row], row] if selection_by_band else 0
-            ratio = _selection_ratio(selection, selection_band, own_a, pooled_accepted, selection_weight, selection_prior)
-            ratio = min(ratio / (1.0 - selection_slack), 1.0)  # shortfalls within the slack are not corrected
-            scaled = (1.0 + ratio * expected[row]) / step_times[ran, cut[row]]
-            best_rate = max(scaled, (1.0 + min_gain) / step_times[ran, 0])
         neural = -1
-        top_neural = 0.0
         for ni in range(n_neurals):
             track = neural_tracks[ni]
             longest = min(limit, neural_longest[ni]) if neural_longest[ni] > 0 else limit
             kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
             _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                     prior, weight * kept, explore * kept, steps[0], p_neural, explore_by_calls)
+                     prior, weight * kept, explore * kept, steps[0], p_neural)
             rate = _best_cut(p_neural, longest, step_times[with_neural])[0]
             if call_bound > 0.0:
                 # not called where its calls' tokens, at an upper bound and in the shortest step, could
-                # not beat plain decoding: the pass is not paid for, whatever the lookup drafts
+                # not beat plain decoding: its pass is not paid for, whatever the lookup drafts
                 bound = _call_bound(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
                                     prior, weight, call_bound, longest, steps[0])
-                against = best_rate if call_bound_lookup else (1.0 + min_gain) / step_times[ran, 0]
-                if (1.0 + bound) / step_times[with_neural, 1] <= against:
+                if (1.0 + bound) / step_times[with_neural, 1] <= (1.0 + min_gain) / step_times[ran, 0]:
                     rate = 0.0
-            top_neural = max(top_neural, rate)
             if rate > best_rate:
                 best_rate, neural = rate, ni
-        taken = neural < 0 if selection_taken_only else not top_neural > lookup_rate
-        if selection >= 0 and choice[row] >= 0 and taken:
-            # the uncorrected choice takes the lookup alone here: its draft is scored whether taken or
-            # not, so the ratio measures that choice, and a ratio that turned against the lookup can recover
-            selection_band = lookup_bands[choice[row], row] if selection_by_band else 0
-            add_pending(meta, waiting, count, slot, selection, selection_band, lookup_tokens[choice[row], row], cut[row], at, True)
-            own_d[selection + 1, selection_band, 0] = expected[row]
         if neural < 0:
             continue
         fallback[row, 0], fallback[row, 1], fallback[row, 2] = choice[row], cut[row], expected[row]
@@ -414,7 +344,7 @@ def choose_rows(
         longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
         kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
         _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                 prior, weight * kept, explore * kept, steps[0], p_neural, explore_by_calls)
+                 prior, weight * kept, explore * kept, steps[0], p_neural)
         _, hopeful_k, hopeful_value = _best_cut(p_neural, longest, step_times[with_neural])
         hopeful[row, 0], hopeful[row, 1] = hopeful_k, hopeful_value
         chained_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],

@@ -44,8 +44,7 @@ def choose_batch(
     by numpy), ``extended`` rows, the outputs zeroed, then ``choose_rows``, pricing each drafting
     row by the linear cost model (``pricing``: batch size and coefficients) at its context when
     there is a cost model. ``times`` is not read (its shape only)."""
-    # each lookup's draft, a neural one, a confirmed one, and with a selection track (params[9]) a lookup draft's copy
-    wanted = room_wanted(slots, count, meta.shape[1], len(lookup_tracks) + 2 + (params[9] >= 0))
+    wanted = room_wanted(slots, count, meta.shape[1], len(lookup_tracks) + 2)
     if wanted:
         return wanted
     _bands_of_logs(lookup_logs, lookup_scores, lookup_lengths, limits, bands)

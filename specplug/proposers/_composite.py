@@ -105,14 +105,7 @@ class CompositeProposer(Proposer):
         half_life: float = 0.0,
         probe: bool = False,
         lookup_prior_weight: float | None = None,
-        selection_weight: float = 0.0,
-        selection_prior: float = 0.0,
-        selection_by_band: bool = False,
-        selection_slack: float = 0.0,
         call_bound: float = 0.0,
-        explore_by_calls: bool = False,
-        selection_taken_only: bool = False,
-        call_bound_lookup: bool = False,
     ) -> None:
         super().__init__()
         self.parts = list(parts)
@@ -124,21 +117,15 @@ class CompositeProposer(Proposer):
         self._decay = 0.5 ** (1.0 / half_life) if half_life > 0 else 1.0
         self.probe = probe
         self.batch_size = batch_size
-        # with selection_weight > 0 (and a cost model), two tracks more after the subclass's: the lookup
-        # drafts the choice would take alone, and what it expected of them (_choice._selection_ratio)
-        selection = tracks if selection_weight > 0 and choosing.cost is not None else -1
-        tracks += 2 * (selection >= 0)
         self._tracks = tracks
         self._lookup_tracks = np.array(choosing.lookups, dtype=np.int64)
         self._neural_tracks = np.array(choosing.neurals, dtype=np.int64)
         # the cost-aware choice shrinks a request's lookup counts with a weight of their own (_choice)
         lookup_weight = prior_weight if lookup_prior_weight is None else lookup_prior_weight
+        # call_bound > 0: a neural part is declined where a bound on its calls' tokens cannot pay for its pass (_choice)
         self._params = np.array([
-            prior, prior_weight, explore, self._decay, choosing.min_gain, choosing.margin, lookup_weight,
-            selection_weight, selection_prior, selection, selection_by_band, selection_slack, call_bound,
-            explore_by_calls, selection_taken_only, call_bound_lookup,
+            prior, prior_weight, explore, self._decay, choosing.min_gain, choosing.margin, lookup_weight, call_bound,
         ])  # fmt: skip
-        self._selection = selection
         self._flags = np.array([
             choosing.cost is not None, -1 if choosing.confirmed is None else choosing.confirmed, probe,
             choosing.continue_with_lookup,
@@ -245,7 +232,7 @@ class CompositeProposer(Proposer):
         _choice.score_row(
             self._slot[request_id], tokens, self._lengths, self._own_drafted, self._own_accepted,
             self._pooled_drafted, self._pooled_accepted, waiting.meta, waiting.tokens, waiting.count, self._decay,
-            self._widest, self._selection,
+            self._widest,
         )  # fmt: skip
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
@@ -366,13 +353,13 @@ class CompositeProposer(Proposer):
     def _slots_of(self, ids: Sequence[RequestId], rows: int) -> np.ndarray:
         """The rows' slots: the last step's array while the request ids are the same (compared as
         a list or tuple; no start or stop since), else looked up anew."""
-        if ids.__class__ in (list, tuple):
-            if ids == self._rows_ids:
-                return self._rows_slots
-            slots = np.fromiter(map(self._slot.__getitem__, ids), dtype=np.int64, count=rows)
+        same_kind = ids.__class__ in (list, tuple)
+        if same_kind and ids == self._rows_ids:
+            return self._rows_slots
+        slots = np.fromiter(map(self._slot.__getitem__, ids), dtype=np.int64, count=rows)
+        if same_kind:
             self._rows_ids, self._rows_slots = ids[:], slots
-            return slots
-        return np.fromiter(map(self._slot.__getitem__, ids), dtype=np.int64, count=rows)
+        return slots
 
     def _price_shared_passes(self, slots: np.ndarray, lookup_lengths: np.ndarray, chosen: tuple[np.ndarray, ...]) -> None:
         """Each row chose as if the whole batch drafted alike, so a neural part whose one pass serves
@@ -485,9 +472,8 @@ class CompositeProposer(Proposer):
     ) -> tuple[np.ndarray, ...]:
         rows = len(slots)
         waiting = self._waiting
-        if rows:  # room for what this step may add per row: each lookup's draft, a neural one, a confirmed one,
-            # and with a selection track a lookup draft's copy there
-            waiting.make_room(int(waiting.count[slots].max()) + len(self.choosing.lookups) + 2 + (self._selection >= 0))
+        if rows:  # room for what this step may add per row: each lookup's draft, a neural one, a confirmed one
+            waiting.make_room(int(waiting.count[slots].max()) + len(self.choosing.lookups) + 2)
         longest = np.array([self._neural_longest(index) for index in self.choosing.neurals], dtype=np.int64)
         if limits.any():
             times = self._step_times(self._lengths[slots] + (offsets[1:] - offsets[:-1]) * extended)

@@ -66,28 +66,10 @@ class AdaptiveOptions(MethodOptions):
         1.0, gt=0, le=1e6, allow_inf_nan=False,
         description="with a cost model: observations the pooled estimate is worth against a request's own lookup counts (a lookup is scored at every step)",
     )
-    selection_weight: float = Field(
-        0.0, ge=0, le=1e6, allow_inf_nan=False,
-        description="with a cost model: against a neural pass, a lookup-only draft's expected tokens are scaled by what the lookup-only drafts taken so far realised against their expectation, the request's own shrunk towards all requests' with this many expected tokens (0: off)",
-    )
-    selection_prior: float = Field(
-        8.0, ge=0, le=1e6, allow_inf_nan=False,
-        description="with selection_weight: expected tokens of ratio 1 added to all requests' realised/expected ratio of lookup-only drafts",
-    )
-    selection_by_band: bool = Field(False, description="with selection_weight: one ratio per lookup score band")
-    selection_slack: float = Field(
-        0.0, ge=0, lt=1, allow_inf_nan=False,
-        description="with selection_weight: the ratio is divided by 1 - this and capped at 1, so a shortfall within it is not corrected",
-    )
     call_bound: float = Field(
         0.0, ge=0, le=100, allow_inf_nan=False,
-        description="with a cost model: a neural part is called only when its calls' accepted tokens at an upper confidence bound (this scale times its draft length times sqrt(log steps / calls)) could pay for its pass (0: off)",
+        description="with a cost model: a neural part is not called where an upper confidence bound on its calls' accepted tokens (this scale x its draft length x sqrt(log steps / calls) above their mean) could not beat plain decoding in the shortest step (0: off)",
     )
-    explore_by_calls: bool = Field(
-        False, description="with a cost model: the neural part's exploration bonus at every position shrinks with its calls, not with that position's own count",
-    )
-    selection_taken_only: bool = Field(False, description="with selection_weight: the ratio from the lookup-only drafts taken only (not every one the uncorrected choice would take)")
-    call_bound_lookup: bool = Field(False, description="with call_bound: the bound must beat the lookup's option too, not only plain decoding")
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
@@ -153,14 +135,7 @@ class AdaptiveProposer(CompositeProposer):
             half_life=options.half_life,
             probe=probes(options.neural_probe, [part for part in self.candidates if part.draft_kind == "neural"]),
             lookup_prior_weight=options.lookup_prior_weight,
-            selection_weight=options.selection_weight,
-            selection_prior=options.selection_prior,
-            selection_by_band=options.selection_by_band,
-            selection_slack=options.selection_slack,
             call_bound=options.call_bound,
-            explore_by_calls=options.explore_by_calls,
-            selection_taken_only=options.selection_taken_only,
-            call_bound_lookup=options.call_bound_lookup,
         )
         if "neural" in self.kinds:
             self.draft_kind = "neural"
