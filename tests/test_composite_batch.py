@@ -40,6 +40,11 @@ CONFIGS = {
         "hybrid", neural=_neural(4), lookup="ngram", cost="llama-3.1-8b-h100", batch_size=1, neural_probe=True,
         half_life=0.0, explore=1.0, max_positions=8,
     ),
+    # the neural part declined where a bound on its calls' tokens cannot pay for its pass
+    "hybrid-cost-call-bound": lambda: specplug.create(
+        "hybrid", neural=_neural(3), lookup="ngram", cost="llama-3.1-8b-h100", batch_size=8, call_bound=0.3, explore=1.0,
+        max_positions=8,
+    ),
     "adaptive": lambda: specplug.create("adaptive", candidates=["suffix", "ngram"], max_positions=8),
     # one lookup at a large batch: plain decoding often wins (empty drafts), and the counts fade fast
     "adaptive-one-lookup-batch64": lambda: specplug.create(
@@ -47,6 +52,9 @@ CONFIGS = {
     ),
     "adaptive-neural": lambda: specplug.create(
         "adaptive", candidates=[_neural(3), "suffix", "ngram"], batch_size=2, explore=1.0, max_positions=8
+    ),
+    "adaptive-neural-call-bound": lambda: specplug.create(
+        "adaptive", candidates=[_neural(3), "suffix", "ngram"], batch_size=2, explore=1.0, call_bound=0.1, max_positions=8
     ),
 }
 

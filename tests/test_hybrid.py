@@ -257,3 +257,31 @@ def test_a_part_that_pays_per_drafted_token_is_asked_only_for_what_pays(method):
     assert set(late_asks(_Asked)) == {8}
     assert max(late_asks(_DraftModel)) < 8
     assert set(late_asks(_DraftModel, neural_probe=True)) == {8}
+
+
+def test_call_bound_stops_calling_a_neural_part_that_cannot_pay_for_its_pass():
+    """At batch 1 a head's pass costs about 30 % of a step, so a head that gets a fifth of a token a
+    call loses to plain decoding. Its per-position exploration bonus keeps it called anyway; with
+    ``call_bound`` its calls' tokens, at an upper confidence bound, decide, and it is left alone."""
+    output = list(range(100, 700))  # no repeats: the n-gram lookup never drafts
+
+    def calls(**options):
+        neural = Oracle({"r": output}, lambda pos: 1 if pos % 5 == 0 else 0, pad=True)
+        hybrid = specplug.create("hybrid", neural=neural, lookup="ngram", cost="llama-3.1-8b-h100", batch_size=1, **options)
+        drafts = drive(hybrid, "r", PROMPT, output, 6)
+        return neural.calls, sum(d.needs_neural and bool(d.tokens) for d, _ in drafts[len(drafts) // 2 :])
+
+    unbounded, unbounded_late = calls()
+    bounded, bounded_late = calls(call_bound=0.03)
+    assert unbounded_late >= 20 and bounded_late <= 3
+    assert bounded <= unbounded / 4
+
+
+def test_call_bound_keeps_a_neural_part_that_pays():
+    output = list(range(100, 600))
+    neural = Oracle({"r": output}, lambda pos: 3, pad=True)
+    lookup = Oracle({"r": output}, lambda pos: 0, name="look", kind="lookup")
+    hybrid = specplug.create("hybrid", neural=neural, lookup=lookup, cost="llama-3.1-8b-h100", batch_size=128,
+                             neural_max_tokens=4, call_bound=0.03)
+    drafts = drive(hybrid, "r", PROMPT, output, 8)
+    assert all(d.tokens and d.needs_neural for d, _ in drafts[:-1])

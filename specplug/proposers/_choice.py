@@ -35,7 +35,7 @@ KIND_PLAIN, KIND_LOOKUP, KIND_NEURAL, KIND_LOOKUP_NEURAL = range(4)
 #: ``lookups + index`` of a neural part
 NOT_DRAFTED, EMPTY = -2, -1
 
-# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight
+# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight, call_bound
 # flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup, weigh_by_pass (costs learnt online)
 
 
@@ -115,6 +115,30 @@ def _hopeful(
     grown = math.log1p(float(steps))
     for j in range(len(drafted)):
         out[j] = min(out[j] + explore * math.sqrt(grown / (drafted[j] + weight)), 1.0)
+
+
+@njit(cache=True)
+def _call_bound(
+    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
+    prior: float, weight: float, scale: float, longest: int, steps: int,
+) -> float:  # pragma: no cover - compiled
+    # An upper confidence bound on the tokens a call of a neural part brings: its accepted tokens per
+    # scored draft, the request's shrunk towards all requests' (those towards a draft of ``longest``
+    # tokens accepted at ``prior`` each, untried), plus a UCB term on the count of calls. The
+    # per-position bonus (_hopeful) stays large at positions a weak drafter seldom reaches; a call's
+    # total has no such tail. The term grows with the steps taken without a call, so a part declined
+    # is tried again now and then.
+    own = pooled = 0.0
+    for j in range(len(drafted)):
+        own += own_accepted[j]
+        pooled += accepted[j]
+    untried = product = 0.0
+    for j in range(longest):
+        product = prior if j == 0 else product * prior
+        untried += product
+    pooled_mean = (pooled + weight * untried) / (drafted[0] + weight)
+    mean = (own + weight * pooled_mean) / (own_drafted[0] + weight)
+    return mean + scale * longest * math.sqrt(math.log1p(float(steps)) / (drafted[0] + weight))
 
 
 @njit(cache=True)
@@ -214,7 +238,7 @@ def choose_rows(
     """
     prior, weight, explore, decay = params[0], params[1], params[2], params[3]
     min_gain, margin = params[4], params[5]
-    lookup_weight = params[6]
+    lookup_weight, call_bound = params[6], params[7]
     by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
     weigh_by_pass = flags[4] == 1
     positions = own_drafted.shape[3]
@@ -304,6 +328,13 @@ def choose_rows(
             _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
                      prior, weight * kept, explore * kept, steps[0], p_neural)
             rate = _best_cut(p_neural, longest, step_times[with_neural])[0]
+            if call_bound > 0.0:
+                # not called where its calls' tokens, at an upper bound and in the shortest step, could
+                # not beat plain decoding: its pass is not paid for, whatever the lookup drafts
+                bound = _call_bound(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
+                                    prior, weight, call_bound, longest, steps[0])
+                if (1.0 + bound) / step_times[with_neural, 1] <= (1.0 + min_gain) / step_times[ran, 0]:
+                    rate = 0.0
             if rate > best_rate:
                 best_rate, neural = rate, ni
         if neural < 0:

@@ -105,6 +105,7 @@ class CompositeProposer(Proposer):
         half_life: float = 0.0,
         probe: bool = False,
         lookup_prior_weight: float | None = None,
+        call_bound: float = 0.0,
     ) -> None:
         super().__init__()
         self.parts = list(parts)
@@ -121,7 +122,10 @@ class CompositeProposer(Proposer):
         self._neural_tracks = np.array(choosing.neurals, dtype=np.int64)
         # the cost-aware choice shrinks a request's lookup counts with a weight of their own (_choice)
         lookup_weight = prior_weight if lookup_prior_weight is None else lookup_prior_weight
-        self._params = np.array([prior, prior_weight, explore, self._decay, choosing.min_gain, choosing.margin, lookup_weight])
+        # call_bound > 0: a neural part is declined where a bound on its calls' tokens cannot pay for its pass (_choice)
+        self._params = np.array([
+            prior, prior_weight, explore, self._decay, choosing.min_gain, choosing.margin, lookup_weight, call_bound,
+        ])  # fmt: skip
         self._flags = np.array([
             choosing.cost is not None, -1 if choosing.confirmed is None else choosing.confirmed, probe,
             choosing.continue_with_lookup,

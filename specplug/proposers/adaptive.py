@@ -66,6 +66,10 @@ class AdaptiveOptions(MethodOptions):
         1.0, gt=0, le=1e6, allow_inf_nan=False,
         description="with a cost model: observations the pooled estimate is worth against a request's own lookup counts (a lookup is scored at every step)",
     )
+    call_bound: float = Field(
+        0.0, ge=0, le=100, allow_inf_nan=False,
+        description="with a cost model: a neural part is not called where an upper confidence bound on its calls' accepted tokens (this scale x its draft length x sqrt(log steps / calls) above their mean) could not beat plain decoding in the shortest step (0: off)",
+    )
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
@@ -131,6 +135,7 @@ class AdaptiveProposer(CompositeProposer):
             half_life=options.half_life,
             probe=probes(options.neural_probe, [part for part in self.candidates if part.draft_kind == "neural"]),
             lookup_prior_weight=options.lookup_prior_weight,
+            call_bound=options.call_bound,
         )
         if "neural" in self.kinds:
             self.draft_kind = "neural"

@@ -69,6 +69,10 @@ class HybridOptions(MethodOptions):
         1.0, gt=0, le=1e6, allow_inf_nan=False,
         description="with a cost model: observations the pooled estimate is worth against a request's own lookup counts (a lookup is scored at every step)",
     )
+    call_bound: float = Field(
+        0.0, ge=0, le=100, allow_inf_nan=False,
+        description="with a cost model: a neural part is not called where an upper confidence bound on its calls' accepted tokens (this scale x its draft length x sqrt(log steps / calls) above their mean) could not beat plain decoding in the shortest step (0: off)",
+    )
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a part (0: never)"
     )
@@ -148,6 +152,7 @@ class HybridProposer(CompositeProposer):
             half_life=options.half_life,
             probe=probes(options.neural_probe, [self.neural]),
             lookup_prior_weight=options.lookup_prior_weight,
+            call_bound=options.call_bound,
         )
 
     def acceptance(self, request_id: RequestId, lookup_band: int, *, optimistic: bool = True) -> tuple[np.ndarray, np.ndarray]:
