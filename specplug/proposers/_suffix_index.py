@@ -3,17 +3,35 @@
 from __future__ import annotations
 
 from collections import deque
+from typing import NamedTuple
 
 import numpy as np
 
 from specplug.proposers import _suffix_kernels as kernels
 from specplug.proposers._block_pool import BlockPool
 
-__all__ = ["BYTES_PER_SLOT", "STATE_WORDS", "GlobalCache", "RequestIndex", "cache_capacity", "ring_pool"]
+__all__ = ["BYTES_PER_SLOT", "STATE_WORDS", "GlobalCache", "RequestIndex", "VoteScratch", "cache_capacity", "ring_pool"]
 
 #: bytes of one global-cache slot: the token (int32), a chain distance per anchor level (int32)
 #: and, per level, two head slots (int64: global positions grow without bound)
 BYTES_PER_SLOT = 4 + 2 * 4 + 2 * 2 * 8
+
+
+class VoteScratch(NamedTuple):
+    """A vote's scratch (``_suffix_kernels.vote``): the candidates' match ends and lengths, and the
+    tally. Made once per proposer (:meth:`of`) and reused by every per-request draft, under the
+    proposer's lock: allocating and zeroing them per call cost a fresh ~4 KB (260 KB at 4096 candidates)."""
+
+    ends: np.ndarray
+    lengths: np.ndarray
+    tally: np.ndarray
+
+    @classmethod
+    def of(cls, max_candidates: int) -> VoteScratch:
+        return cls(
+            np.empty(max_candidates, dtype=np.int64), np.empty(max_candidates, dtype=np.int64),
+            kernels.vote_scratch(max_candidates),
+        )
 
 
 def cache_capacity(max_cache_bytes: int) -> int:
@@ -139,12 +157,13 @@ class _Ring:
             tokens, *self.anchors, separator,
         )
 
-    def draft(self, query: np.ndarray, options, max_tokens: int, out: np.ndarray) -> tuple[int, float, int]:
-        return kernels.draft(
+    def draft(
+        self, query: np.ndarray, options, max_tokens: int, out: np.ndarray, scratch: VoteScratch
+    ) -> tuple[int, float, int]:
+        return kernels.vote(
             self.tokens, self.prev_s, self.head_s, self.prev_l, self.head_l, self.state,
-            query, len(query), *self.anchors,
-            options.max_depth, options.max_candidates, max_tokens,
-            options.max_spec_factor, options.max_spec_offset, options.min_token_prob, out,
+            query, len(query), *self.anchors, options.max_depth, max_tokens,
+            options.max_spec_factor, options.max_spec_offset, options.min_token_prob, out, *scratch,
         )
 
 
@@ -239,10 +258,12 @@ class GlobalCache:
         self._ring.append(sequence, separator=True)
         self._ends.append(int(self._ring.state[kernels.END]))
 
-    def draft(self, query: np.ndarray, options, max_tokens: int, out: np.ndarray) -> tuple[int, float, int]:
+    def draft(
+        self, query: np.ndarray, options, max_tokens: int, out: np.ndarray, scratch: VoteScratch
+    ) -> tuple[int, float, int]:
         if not self._ends:
             return 0, 0.0, 0
-        return self._ring.draft(query, options, max_tokens, out)
+        return self._ring.draft(query, options, max_tokens, out, scratch)
 
     def continuations(self, query: np.ndarray, options, max_tokens: int) -> list[tuple[int, tuple[int, ...]]]:
         return self._ring.continuations(query, options, max_tokens) if self._ends else []

@@ -268,29 +268,22 @@ def continuations(tokens, state, ends, lengths, found, max_tokens, spec_factor, 
 
 
 @njit(cache=True)
-def draft(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, max_candidates,
-          max_tokens, spec_factor, spec_offset, min_token_prob, out):
+def vote(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, max_tokens, spec_factor,
+         spec_offset, min_token_prob, out, ends, lengths, tally):
     """Draft from the index for a context whose last ``q`` tokens are ``query[:q]``.
 
-    The candidates are the ``max_candidates`` most recent occurrences of the context's last
-    ``a_l`` tokens (the long anchor) or, when it never occurred, of its last ``a_s`` tokens
-    (:func:`candidates`). Among them, the ones with the longest match (at most ``max_depth``)
+    The candidates are the ``max_candidates`` (``len(ends)``) most recent occurrences of the
+    context's last ``a_l`` tokens (the long anchor) or, when it never occurred, of its last ``a_s``
+    tokens (:func:`candidates`). Among them, the ones with the longest match (at most ``max_depth``)
     vote, token by token, on the continuation: the most frequent token wins (ties: the most
     recent occurrence), while the product of the winners' frequencies stays >= ``min_token_prob``.
     At most ``min(max_tokens, floor(spec_factor * match + spec_offset))`` tokens.
     Returns (tokens written to ``out``, score = expected accepted tokens, match length).
+
+    The scratch is the caller's, made once (``len(ends)`` = ``len(lengths)`` = max_candidates,
+    ``tally`` = ``vote_scratch(max_candidates)``): a batch step makes it once for all rows, a
+    proposer once for all its per-request drafts (``_suffix_index.VoteScratch``).
     """
-    ends = np.empty(max_candidates, dtype=np.int64)
-    lengths = np.empty(max_candidates, dtype=np.int64)
-    return vote(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, max_tokens,
-                spec_factor, spec_offset, min_token_prob, out, ends, lengths, vote_scratch(max_candidates))
-
-
-@njit(cache=True)
-def vote(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, max_tokens, spec_factor,
-         spec_offset, min_token_prob, out, ends, lengths, tally):
-    """:func:`draft` with its scratch given (``len(ends)`` = ``len(lengths)`` = max_candidates,
-    ``tally`` = ``vote_scratch(max_candidates)``): a batch step allocates it once for all rows."""
     found = candidates(tokens, prev_s, head_s, prev_l, head_l, state, query, q, a_s, a_l, max_depth, ends, lengths)
     return vote_found(tokens, state, found, ends, lengths, max_tokens, spec_factor, spec_offset, min_token_prob, out,
                       tally)

@@ -38,7 +38,7 @@ from specplug._registry import MethodRegistrar
 from specplug.proposers import _suffix_kernels
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._row_drafts import SlotTable
-from specplug.proposers._suffix_index import GlobalCache, RequestIndex, cache_capacity, ring_pool
+from specplug.proposers._suffix_index import GlobalCache, RequestIndex, VoteScratch, cache_capacity, ring_pool
 
 __all__ = ["ReferenceSuffixProposer", "SuffixOptions", "SuffixProposer", "speculation_tree"]
 
@@ -208,6 +208,7 @@ class SuffixProposer(Proposer):
         self._requests: dict[RequestId, RequestIndex] = {}
         self.cache = GlobalCache(options.max_cached_requests, options.max_cache_bytes, options.anchors)
         self._out = np.empty(options.max_tokens, dtype=np.int32)
+        self._scratch = VoteScratch.of(options.max_candidates)  # the per-request vote's, like _out
         # every request's ring in one buffer, and where the batch kernel finds each, by slot
         self._pool = ring_pool()
         self._slots = _Slots(options.max_tokens, self.name)
@@ -279,10 +280,10 @@ class SuffixProposer(Proposer):
     def _vote(self, index: RequestIndex, max_tokens: int) -> Draft:
         limit = min(max_tokens, self.options.max_tokens)
         query = index.tail(self.options.max_depth)
-        count, score, match = index.ring.draft(query, self.options, limit, self._out)
+        count, score, match = index.ring.draft(query, self.options, limit, self._out, self._scratch)
         tokens = tuple(self._out[:count].tolist())
         if self.options.global_cache:
-            count, cached_score, cached_match = self.cache.draft(query, self.options, limit, self._out)
+            count, cached_score, cached_match = self.cache.draft(query, self.options, limit, self._out, self._scratch)
             if (cached_match, cached_score) > (match, score):
                 tokens, score = tuple(self._out[:count].tolist()), cached_score
         return Draft(tokens, self.name, score)
@@ -297,10 +298,10 @@ class SuffixProposer(Proposer):
         index = self._index(request_id)
         limit = min(max_tokens, self.options.max_tokens)
         query = index.tail(self.options.max_depth)
-        count, score, match = index.ring.draft(query, self.options, limit, self._out)
+        count, score, match = index.ring.draft(query, self.options, limit, self._out, self._scratch)
         tokens, source = tuple(self._out[:count].tolist()), index.ring
         if self.options.global_cache:
-            count, cached_score, cached_match = self.cache.draft(query, self.options, limit, self._out)
+            count, cached_score, cached_match = self.cache.draft(query, self.options, limit, self._out, self._scratch)
             if (cached_match, cached_score) > (match, score):
                 tokens, score, source = tuple(self._out[:count].tolist()), cached_score, self.cache
         draft = Draft(tokens, self.name, score)
