@@ -36,7 +36,7 @@ from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
 from specplug._cost._steps import checked_step_times
 from specplug.proposers._composite import Choosing, CompositeProposer
-from specplug.proposers._options import MethodOptions
+from specplug.proposers._options import CallBound, LookupPriorWeight, MethodOptions, NeuralProbe
 from specplug.proposers._parts import probes, resolved
 
 __all__ = ["AdaptiveOptions", "AdaptiveProposer"]
@@ -58,18 +58,9 @@ class AdaptiveOptions(MethodOptions):
     explore: float = Field(
         0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for rarely observed positions (UCB bonus scale), so a candidate judged early is retried; with costs learnt online (the engine adapters' default), a neural candidate's is weighed by the share of a step its failed draft keeps"
     )
-    neural_probe: bool | None = Field(
-        None,
-        description="ask a neural drafter for its whole draft and score the tokens past the verified cut too (None: yes, unless a neural part declares shorter_drafts_save, as a draft model does: it pays per drafted token)",
-    )
-    lookup_prior_weight: float = Field(
-        1.0, gt=0, le=1e6, allow_inf_nan=False,
-        description="with a cost model: observations the pooled estimate is worth against a request's own lookup counts (a lookup is scored at every step)",
-    )
-    call_bound: float = Field(
-        0.0, ge=0, le=100, allow_inf_nan=False,
-        description="with a cost model: a neural part is not called where an upper confidence bound on its calls' accepted tokens (this scale x its draft length x sqrt(log steps / calls) above their mean) could not beat plain decoding in the shortest step (0: off)",
-    )
+    neural_probe: NeuralProbe = None
+    lookup_prior_weight: LookupPriorWeight = 1.0
+    call_bound: CallBound = 0.0
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
