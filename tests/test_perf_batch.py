@@ -36,3 +36,21 @@ def test_perf_batch_bad_sizes_are_one_clear_error():
     result = CliRunner().invoke(build_app(), ["perf", "--batch", "1,0", "--peers", ""])
     assert result.exit_code != 0
     assert "--batch '1,0'" in str(result.exception) or "--batch '1,0'" in result.output
+
+
+
+def test_perf_batch_gives_each_repeats_ratio_to_suffix_and_prints_their_range(tmp_path):
+    out = tmp_path / "perf.json"
+    two = ["perf", "--batch", "1,5", "--contexts", "256", "--steps", "4", "--repeats", "2", "--workloads", "code-edit",
+           "--methods", "suffix,ngram", "--peers", "", "--json-out", str(out)]
+    result = CliRunner().invoke(build_app(), two)
+    assert result.exit_code == 0, result.output
+    rows = {(row["proposer"], row["batch"]): row for row in json.loads(out.read_text())["rows"]}
+    for batch in (1, 5):
+        ngram, suffix = rows[("ngram", batch)], rows[("suffix", batch)]
+        assert suffix["suffix_ratios"] is None and suffix["ratio_to_suffix"] is None
+        ratios = ngram["suffix_ratios"]
+        assert len(ratios) == 2 and all(ratio > 0 for ratio in ratios)
+        # the table's "× suffix" cell: the ratio of the medians, then the range within a repeat
+        cell = f"{ngram['ratio_to_suffix']:.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+        assert cell in result.output

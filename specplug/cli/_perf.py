@@ -144,6 +144,15 @@ def perf_command(
 BATCH_COLUMNS = ("proposer", "workload", "context", "batch", "median µs/step", "µs/row", "spread", "× vLLM", "× suffix", "target", "acc/row-step")
 
 
+def _suffix_ratio(row) -> str:
+    """The "× suffix" cell: the ratio of the medians, and with repeats its range within a repeat."""
+    if row.ratio_to_suffix is None:
+        return "-"
+    ratios = row.suffix_ratios or []
+    spread = f" ({min(ratios):.2f}-{max(ratios):.2f})" if len(ratios) > 1 else ""
+    return f"{row.ratio_to_suffix:.2f}{spread}"
+
+
 def _batch_perf(batches, sizes, workloads, methods, peers, steps, repeats, max_tokens, as_json, json_out, console) -> None:
     from specplug.lab._perf_batch import (
         TARGET_COMPOSITE_RATIO,
@@ -178,7 +187,8 @@ def _batch_perf(batches, sizes, workloads, methods, peers, steps, repeats, max_t
     table = Table(
         title=f"specplug perf --batch: one engine step for the whole batch ({repeats} repeats, k = {max_tokens})",
         caption="median over a run's steps, then over repeats; targets at the largest batch: a lookup <= "
-        f"{TARGET_US_PER_ROW:g} µs/row and <= vLLM's NgramProposer; a composite <= {TARGET_COMPOSITE_RATIO:g}x suffix",
+        f"{TARGET_US_PER_ROW:g} µs/row and <= vLLM's NgramProposer; a composite <= {TARGET_COMPOSITE_RATIO:g}x suffix "
+        "(in brackets: the lowest and highest ratio within one repeat)",
     )
     for column in BATCH_COLUMNS:
         table.add_column(column, justify="left" if column in ("proposer", "workload") else "right")
@@ -198,7 +208,7 @@ def _batch_perf(batches, sizes, workloads, methods, peers, steps, repeats, max_t
             f"{row.per_row_us:.2f}",
             f"{row.spread_pct:.0f}%" if repeats > 1 else "-",
             "-" if row.ratio_to_vllm is None else f"{row.ratio_to_vllm:.2f}",
-            "-" if row.ratio_to_suffix is None else f"{row.ratio_to_suffix:.2f}",
+            _suffix_ratio(row),
             target,
             f"{row.accepted_per_row_step:.2f}",
         )

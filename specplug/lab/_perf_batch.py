@@ -53,6 +53,9 @@ class BatchRow:
     accepted_per_row_step: float
     ratio_to_vllm: float | None = None
     ratio_to_suffix: float | None = None
+    #: this row's time over suffix's in each repeat (the two ran seconds apart): the ratio's noise, which
+    #: the ratio of the medians above hides (drift between repeats moves both alike)
+    suffix_ratios: list[float] | None = None
 
 
 def _create_method(name: str) -> Proposer:
@@ -240,7 +243,10 @@ def run_batch_perf(
         key = (row.workload, row.context_tokens, row.batch)
         peer, suffix = index.get(("vllm-ngram", *key)), index.get(("suffix", *key))
         row.ratio_to_vllm = row.median_us / peer.median_us if peer and row.proposer != "vllm-ngram" else None
-        row.ratio_to_suffix = row.median_us / suffix.median_us if suffix and row.proposer != "suffix" else None
+        if suffix and row.proposer != "suffix":
+            row.ratio_to_suffix = row.median_us / suffix.median_us
+            pairs = zip(times[(row.proposer, *key)], times[("suffix", *key)])
+            row.suffix_ratios = [mine[0] / theirs[0] for mine, theirs in pairs]
     return out
 
 
