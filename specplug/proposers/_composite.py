@@ -34,7 +34,7 @@ from specplug.proposers import _choice, _row_drafts
 from specplug.proposers._choose_step import choose_and_finish, choose_batch
 from specplug.proposers._parts import BANDS, PositionStats, checked_batch_size, estimate, optimism, score_bands_of_rows
 from specplug.proposers._pending import PendingTable
-from specplug.proposers._row_drafts import RowDraft, RowDrafts
+from specplug.proposers._row_drafts import KernelLookup, RowDraft, RowDrafts
 from specplug.proposers._step_times import linear_step_times
 
 __all__ = ["Choosing", "CompositeProposer"]
@@ -79,6 +79,18 @@ def _part_step(part: Proposer, step: BatchStep) -> BatchDrafts:
     if step.rows and (got.lengths > step.limits).any():
         check_batch_drafts(got, step.limits, part.name)
     return got
+
+
+def _drafts_into(part: Proposer, rows: int) -> bool:
+    """Whether a lookup part's step for ``rows`` rows is its own kernel's call alone (a
+    :class:`KernelLookup` whose step hooks no subclass replaced), which writes the drafts into the
+    composite's arrays: the part allocates no arrays of its own and nothing is copied. Its kernel
+    writes at most each row's limit, so the lengths need no check either (``_part_step``)."""
+    cls = type(part)
+    return (
+        isinstance(part, KernelLookup) and cls.step_batch is Proposer.step_batch
+        and cls._step_batch is KernelLookup._step_batch and part.kernel_takes(rows)
+    )
 
 
 class CompositeProposer(Proposer):
@@ -290,8 +302,15 @@ class CompositeProposer(Proposer):
             drafts.settle_trees(pending, ids, new_tokens, offsets, step.limits, accepted)
         tokens, lengths, scores = self._lookup_arrays(rows, limits)
         sources: list[Sequence[str]] = []
+        part_step = BatchStep(ids, new_tokens, offsets, limits)
         for li, index in enumerate(self.choosing.lookups):
-            got = _part_step(self.parts[index], BatchStep(ids, new_tokens, offsets, limits))
+            part = self.parts[index]
+            if _drafts_into(part, rows):  # its kernel writes this lookup's rows of the arrays itself
+                with part._lock:
+                    part._draft_rows(part_step, tokens[li], lengths[li], scores[li])
+                sources.append([part.name] * rows)
+                continue
+            got = _part_step(part, part_step)
             width = got.tokens.shape[1] if rows else 0
             tokens[li, :, :width] = got.tokens
             lengths[li] = got.lengths

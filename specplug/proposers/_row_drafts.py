@@ -24,9 +24,11 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from specplug._contract import BatchStep, Draft, RequestId, draft_accepted
+from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, draft_accepted
 
-__all__ = ["RowDraft", "RowDrafts", "SlotTable", "StepArrays", "remember", "remember_rows", "resolve", "resolve_rows"]
+__all__ = [
+    "KernelLookup", "RowDraft", "RowDrafts", "SlotTable", "StepArrays", "remember", "remember_rows", "resolve", "resolve_rows",
+]
 
 
 class RowDraft:
@@ -147,11 +149,10 @@ class RowDrafts:
 
 
 class StepArrays(NamedTuple):
-    """What a lookup's batch kernel reads and writes for one step (:meth:`SlotTable.begin_step`)."""
+    """What a lookup's batch kernel reads and writes for one step (:meth:`SlotTable.begin_step`),
+    besides the drafts' arrays (:meth:`KernelLookup._draft_rows` is given those)."""
 
     slots: np.ndarray  # int64 [rows]: each row's slot
-    out: np.ndarray  # int64 [rows, width]: the drafts
-    lengths: np.ndarray  # int64 [rows]
     accepted: np.ndarray  # int64 [rows]
     blocked: np.ndarray  # bool [rows]: rows the kernel left for Python (no room)
     new_tokens: np.ndarray  # int32: the step's tokens as the kernel reads them
@@ -178,15 +179,47 @@ class SlotTable:
             drafts.sync(pending, self.slot)
         rows = step.rows
         slots = np.fromiter(map(self.slot.__getitem__, step.request_ids), dtype=np.int64, count=rows)
-        width = int(step.limits.max()) if rows else 0
         return StepArrays(
-            slots,
-            np.zeros((rows, width), dtype=np.int64),
-            np.zeros(rows, dtype=np.int64),
-            np.zeros(rows, dtype=np.int64),
-            np.zeros(rows, dtype=np.bool_),
-            step.new_tokens.astype(np.int32),
+            slots, np.zeros(rows, dtype=np.int64), np.zeros(rows, dtype=np.bool_), step.new_tokens.astype(np.int32)
         )
+
+
+class KernelLookup(Proposer):
+    """A lookup whose batch step is one kernel call for every row (suffix, ngram).
+
+    :meth:`_draft_rows` makes the call and writes the drafts into arrays it is given, so a composite
+    hands it rows of its own arrays and copies nothing (``_composite``); :meth:`_step_batch` gives
+    it fresh ones. A subclass that learns from acceptance (``_observe``), or a batch of fewer rows
+    than ``batch_kernel_from``, goes through the per-request hooks row by row instead.
+    """
+
+    #: batches of at least this many rows go through the batch kernel (fewer: row by row)
+    batch_kernel_from = 2
+
+    def kernel_takes(self, rows: int) -> bool:
+        """Whether a step of ``rows`` rows is one kernel call (:meth:`_draft_rows`)."""
+        return rows >= self.batch_kernel_from and type(self)._observe is Proposer._observe
+
+    def _step_batch(self, step: BatchStep) -> BatchDrafts:
+        """The batch path: lifecycle changes per request, then one kernel call for every row.
+
+        Per row, no Python: acceptance is counted and the drafts kept in arrays by slot
+        (:class:`RowDrafts`), so a step costs one kernel call plus a few array allocations.
+        """
+        self._step_lifecycle(step)
+        rows = step.rows
+        if not self.kernel_takes(rows):
+            return self._step_rows(step)
+        width = int(step.limits.max()) if rows else 0
+        out, lengths, scores = np.zeros((rows, width), dtype=np.int64), np.zeros(rows, dtype=np.int64), np.empty(rows)
+        accepted = self._draft_rows(step, out, lengths, scores)
+        return BatchDrafts(out, lengths, accepted, [self.name] * rows, scores, np.ones(rows, dtype=np.bool_))
+
+    def _draft_rows(self, step: BatchStep, out: np.ndarray, lengths: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """Every row's step (its tokens in, its draft into ``out[row, :lengths[row]]`` and its score
+        into ``scores[row]``, each written for every row; ``out`` at least ``step.limits.max()``
+        wide), the step's requests live and its lifecycle done. Returns each row's acceptance."""
+        raise NotImplementedError
 
 
 @njit(cache=True, inline="always")

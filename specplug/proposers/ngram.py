@@ -10,14 +10,14 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, model_validator
 
-from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, accepted_prefix
+from specplug._contract import BatchStep, Draft, Proposer, RequestId, accepted_prefix
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.proposers import _ngram_kernels as kernels
 from specplug.proposers._block_pool import BlockPool
 from specplug.proposers._buffer import TokenBuffer
 from specplug.proposers._options import MethodOptions
-from specplug.proposers._row_drafts import SlotTable
+from specplug.proposers._row_drafts import KernelLookup, SlotTable
 
 __all__ = ["NgramOptions", "NgramProposer", "ReferenceNgramProposer"]
 
@@ -111,7 +111,7 @@ class _Slots(SlotTable):
         self._free.append(slot)
 
 
-class NgramProposer(Proposer):
+class NgramProposer(KernelLookup):
     """The fast path: incremental per-n hash tables (see ``_ngram_kernels``).
 
     >>> p = NgramProposer(NgramOptions(min_n=2, max_n=3))
@@ -121,8 +121,6 @@ class NgramProposer(Proposer):
     """
 
     name = "ngram"
-    #: batches of at least this many rows go through the batch kernel (fewer: row by row)
-    batch_kernel_from = 2
     #: batches of at least this many rows spread over numba's threads (docs/performance.md)
     parallel_from = 1 << 30
 
@@ -186,22 +184,12 @@ class NgramProposer(Proposer):
         )
         slots.lengths[index.slot] = buffer.length
 
-    def _step_batch(self, step: BatchStep) -> BatchDrafts:
-        """The batch path: lifecycle changes per request, then one kernel call for every row.
-
-        Per row, no Python: acceptance is counted and the drafts kept in arrays by slot
-        (:class:`RowDrafts`), so a step costs one kernel call plus a few array allocations.
-        """
-        self._step_lifecycle(step)
-        rows = step.rows
-        if rows < self.batch_kernel_from or type(self)._observe is not Proposer._observe:
-            # a few rows: row by row; a subclass that learns from acceptance gets its _observe calls
-            return self._step_rows(step)
+    def _draft_rows(self, step: BatchStep, out: np.ndarray, lengths: np.ndarray, scores: np.ndarray) -> np.ndarray:
         table = self._slots
         drafts = table.drafts
-        slots, out, lengths, accepted, blocked, new_tokens = table.begin_step(step, self._pending)
+        slots, accepted, blocked, new_tokens = table.begin_step(step, self._pending)
         ids, limits, options = step.request_ids, step.limits, self.options
-        kernel = kernels.ngram_step_batch_parallel if rows >= self.parallel_from else kernels.ngram_step_batch
+        kernel = kernels.ngram_step_batch_parallel if step.rows >= self.parallel_from else kernels.ngram_step_batch
         stuck = kernel(
             self._pool.memory, table.bases, table.token_caps, table.table_caps, self._rows, table.lengths, slots,
             new_tokens, step.offsets, limits, options.min_n, options.min_hits, options.max_tokens, drafts.tokens,
@@ -212,9 +200,8 @@ class NgramProposer(Proposer):
                 self._step_alone(ids[row], new_tokens, step.offsets, int(limits[row]), row, out, lengths, accepted)
         if drafts.trees:
             drafts.settle_trees(self._pending, ids, new_tokens, step.offsets, limits, accepted)
-        scores = np.empty(rows)
-        scores.fill(np.nan)  # np.full costs microseconds more
-        return BatchDrafts(out, lengths, accepted, [self.name] * rows, scores, np.ones(rows, dtype=np.bool_))
+        scores.fill(np.nan)  # ngram gives no score
+        return accepted
 
     def _step_alone(self, request_id, new_tokens, offsets, limit, row, out, lengths, accepted) -> None:
         """A row the kernel could not take (no room): grow it here, then draft it, arrays kept in step."""

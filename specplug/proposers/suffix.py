@@ -32,12 +32,12 @@ from dataclasses import replace
 import numpy as np
 from pydantic import Field, model_validator
 
-from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, accepted_prefix
+from specplug._contract import BatchStep, Draft, Proposer, RequestId, accepted_prefix
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
 from specplug.proposers import _suffix_kernels
 from specplug.proposers._options import MethodOptions
-from specplug.proposers._row_drafts import SlotTable
+from specplug.proposers._row_drafts import KernelLookup, SlotTable
 from specplug.proposers._suffix_index import GlobalCache, RequestIndex, VoteScratch, cache_capacity, ring_pool
 
 __all__ = ["ReferenceSuffixProposer", "SuffixOptions", "SuffixProposer", "speculation_tree"]
@@ -186,7 +186,7 @@ class _Slots(SlotTable):
         self._free.append(slot)
 
 
-class SuffixProposer(Proposer):
+class SuffixProposer(KernelLookup):
     """The fast path: hash-chained suffix index in numba (see ``_suffix_kernels``).
 
     >>> p = SuffixProposer(SuffixOptions())
@@ -197,8 +197,6 @@ class SuffixProposer(Proposer):
 
     name = "suffix"
     proposes_alternatives = True
-    #: batches of at least this many rows go through the batch kernel (fewer: row by row)
-    batch_kernel_from = 2
     #: batches of at least this many rows spread over numba's threads (docs/performance.md)
     parallel_from = 1 << 30
 
@@ -213,23 +211,12 @@ class SuffixProposer(Proposer):
         self._pool = ring_pool()
         self._slots = _Slots(options.max_tokens, self.name)
 
-    def _step_batch(self, step: BatchStep) -> BatchDrafts:
-        """The batch path: lifecycle changes per request, then one kernel call for every row.
-
-        Per row, no Python: acceptance is counted and the drafts kept in arrays by slot
-        (:class:`RowDrafts`), so a step costs one kernel call plus a few array allocations.
-        """
-        self._step_lifecycle(step)
-        rows = step.rows
-        if rows < self.batch_kernel_from or type(self)._observe is not Proposer._observe:
-            # a few rows: row by row; a subclass that learns from acceptance gets its _observe calls
-            return self._step_rows(step)
+    def _draft_rows(self, step: BatchStep, out: np.ndarray, lengths: np.ndarray, scores: np.ndarray) -> np.ndarray:
         table, options = self._slots, self.options
         drafts = table.drafts
-        slots, out, lengths, accepted, blocked, new_tokens = table.begin_step(step, self._pending)
-        ids, limits = step.request_ids, step.limits
+        slots, accepted, blocked, new_tokens = table.begin_step(step, self._pending)
+        ids, limits, rows = step.request_ids, step.limits, step.rows
         cached = np.empty(out.shape, dtype=np.int64)
-        scores = np.empty(rows)
         cache = self.cache._ring
         a_s, a_l = options.anchors
         kernel = _suffix_kernels.step_batch_parallel if rows >= self.parallel_from else _suffix_kernels.step_batch
@@ -245,7 +232,7 @@ class SuffixProposer(Proposer):
                 self._step_alone(ids[row], new_tokens, step.offsets, int(limits[row]), row, out, lengths, scores, accepted)
         if drafts.trees:
             drafts.settle_trees(self._pending, ids, new_tokens, step.offsets, limits, accepted)
-        return BatchDrafts(out, lengths, accepted, [self.name] * rows, scores, np.ones(rows, dtype=np.bool_))
+        return accepted
 
     def _step_alone(self, request_id, new_tokens, offsets, limit, row, out, lengths, scores, accepted) -> None:
         """A row the kernel could not take (no room in its ring): grow it here, then draft it."""
