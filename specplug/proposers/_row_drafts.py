@@ -14,6 +14,9 @@ acceptance against it). A lookup's batch kernel instead reads and writes the dra
 A tree draft (with alternatives, from ``propose_alternatives``) keeps its ``Draft`` in
 ``_pending`` and in :attr:`RowDrafts.trees`: the arrays hold its main branch, and the batch
 path counts its acceptance along the best branch in Python (a tree engine drafts per request).
+
+:class:`KernelLookup` is the batch step the lookups built on these arrays share (suffix, ngram):
+one kernel call for every row, writing the drafts into arrays it is given.
 """
 
 from __future__ import annotations
