@@ -141,7 +141,7 @@ def rebuild(tokens, prev_s, head_s, prev_l, head_l, state, a_s, a_l):
     state[USED_LONG] = took_l
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def append(tokens, prev_s, head_s, prev_l, head_l, state, new_tokens, a_s, a_l, separator):
     """Append ``new_tokens`` (then a SEP when ``separator``) and index new continuations.
 
@@ -187,7 +187,7 @@ def _find(tokens, head, state, query, q, a):
         slot = (slot + 1) & hmask
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def anchor(tokens, head_s, head_l, state, query, q, a_s, a_l):
     """The most recent occurrence of the context's last ``a_l`` tokens (the long anchor) or, when
     it never occurred, of its last ``a_s`` tokens: (its end position, True when it is the long
@@ -372,7 +372,7 @@ def _count(tally, alive):
     return best_token, best_count
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def vote_found(tokens, state, found, ends, lengths, max_tokens, spec_factor, spec_offset, min_token_prob, out, tally):
     """:func:`vote` once its ``found`` candidates are in ``ends`` and ``lengths`` (``ends`` is
     reused as scratch; ``tally`` is :func:`vote_scratch`'s, for at least ``found`` voters).
@@ -432,7 +432,7 @@ def vote_found(tokens, state, found, ends, lengths, max_tokens, spec_factor, spe
     return n_out, score, best
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _take_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count, a_s, a_l, drafts, draft_lengths, row,
               out_lengths, scores, accepted):
     """A row's new tokens: its last draft's acceptance counted, the tokens appended and indexed.
@@ -526,7 +526,7 @@ def _prefetch_tail(memory, bases, capacities, lengths, slot, a_l):
         prefetch(memory, tokens_at + 4 * capacity + at)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _prefetch_tables(memory, bases, capacities, lengths, slot, new_tokens, begin, count, a_s, a_l, scratch, stored):
     """Start the misses of a later row's head-table probes: the slots its inserts and its
     look-ups hash to, computed from its ring's tail (prefetched a row earlier) and its new tokens.
