@@ -450,13 +450,16 @@ def _take_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _draft_row(memory, bases, capacities, lengths, slot, limit, a_s, a_l, max_depth, max_tokens, spec_factor, spec_offset,
-               min_token_prob, use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-               draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached, found, ends, matches, c_ends,
-               tally):
+               min_token_prob, use_cache, cache, draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached,
+               found, ends, matches, c_ends, tally):
     """A row's draft, once the ``found`` candidates of its own ring are in ``ends`` (walked, not yet
-    compared): its ring's vote, then the cache's, the longer match winning (then the higher score)."""
+    compared): its ring's vote, then the cache's (``cache``: its ring's arrays, as ``vote`` takes
+    them), the longer match winning (then the higher score).
+
+    Inlined, so at most 30 arguments: past that, Python passes a call's arguments as one tuple, which
+    numba cannot inline; called, it took and dropped a reference on each array argument, per row."""
     state, tokens, prev_s, head_s, prev_l, head_l = pooled_ring(memory, bases[slot], capacities[slot], a_l > 0)
     length = lengths[slot]
     limit = min(limit, max_tokens)
@@ -469,6 +472,7 @@ def _draft_row(memory, bases, capacities, lengths, slot, limit, a_s, a_l, max_de
                                      min_token_prob, mine, tally)
     if use_cache:
         theirs = cached[row]
+        c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state = cache
         c_taken, c_score, c_match = vote(c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state, query, q, a_s,
                                          a_l, max_depth, limit, spec_factor, spec_offset, min_token_prob, theirs,
                                          c_ends, matches, tally)
@@ -499,9 +503,10 @@ def _step_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count
     first = max(0, length - max_depth)
     g, long = anchor(tokens, head_s, head_l, state, tokens[first:length], length - first, a_s, a_l)
     found = _walk(prev_l if long else prev_s, tokens.shape[0] - 1, state[START], g, ends)
+    cache = (c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state)
     _draft_row(memory, bases, capacities, lengths, slot, limit, a_s, a_l, max_depth, max_tokens, spec_factor, spec_offset,
-               min_token_prob, use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-               draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached, found, ends, matches, ends, tally)
+               min_token_prob, use_cache, cache, draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached,
+               found, ends, matches, ends, tally)
     return True
 
 
@@ -610,6 +615,7 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
     starts = np.empty(LOCKSTEP_ROWS, dtype=np.int64)
     drafting = np.zeros(LOCKSTEP_ROWS, dtype=np.bool_)
     scratch = np.empty(max(a_s, a_l) + PREFETCH_TOKENS, dtype=np.int64)
+    cache = (c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state)
     rows = len(slots)
     # Rows' misses overlap (_prefetch.py says why): three rows ahead, the ring's tail is prefetched;
     # two ahead (its tail now cached), the head-table slots its inserts and look-ups hash to; one
@@ -655,10 +661,8 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
             if drafting[i]:
                 row = first_row + i
                 _draft_row(memory, bases, capacities, lengths, slots[row], limits[row], a_s, a_l, max_depth, max_tokens,
-                           spec_factor, spec_offset, min_token_prob, use_cache,
-                           c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-                           draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached,
-                           found[i], ends[i], matches, c_ends, tally)
+                           spec_factor, spec_offset, min_token_prob, use_cache, cache, draft_lengths, draft_scores, drafts,
+                           row, out, out_lengths, scores, cached, found[i], ends[i], matches, c_ends, tally)
     return stuck
 
 
