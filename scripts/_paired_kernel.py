@@ -12,6 +12,7 @@ both alike. ``--composites`` times composites beside suffix instead, each with e
 from __future__ import annotations
 
 import argparse
+import inspect
 import statistics
 import sys
 import tempfile
@@ -48,9 +49,14 @@ class KernelUnderTest:
         setattr(self.module, self.attribute, kernel)
 
     def before(self, commit: str, folder: Path):
-        """The kernel as it was at ``commit``."""
+        """The kernel as it was at ``commit``; it must take the same arguments as this checkout's."""
         name = f"{Path(self.path).stem}_before"
-        return getattr(module_at(commit, self.path, name, folder), self.attribute)
+        old = getattr(module_at(commit, self.path, name, folder), self.attribute)
+        theirs, ours = (inspect.signature(kernel.py_func).parameters for kernel in (old, self.current()))
+        if list(theirs) != list(ours):
+            raise SystemExit(f"--before {commit}: its {self.attribute} takes ({', '.join(theirs)}), this checkout's "
+                             f"({', '.join(ours)}); give a commit whose kernel takes the same arguments")
+        return old
 
 
 def _step(under: KernelUnderTest, proposer, kernel, step):

@@ -3,9 +3,10 @@
 against this checkout's (``_ngram_kernels.ngram_step_batch``). The lockstep kernel measured in
 docs/performance.md (probes of LOCKSTEP_ROWS rows hashed once and prefetched before they run) is
 commit 9a0b198: run this script from a checkout of it (it was not kept: < 10 % cheaper on code-edit).
-Both kernels take the typed list of per-request arrays that ngram kept until f09676a; since then
-its arrays live in one pool (scripts/bench_ngram_pool.py pairs the two stores), so this script
-runs only from a checkout before f09676a.
+The default --before kernel takes the typed list of per-request arrays that ngram kept until
+f09676a; since then its arrays live in one pool (scripts/bench_ngram_pool.py pairs the two stores):
+from a later checkout, give --before a commit from f09676a on (the script stops when the two
+kernels take different arguments).
 
 Two ngram proposers get the same rows (the perf harness's, every row at the same context) and
 step in turn, one with the old kernel swapped in, one with the new; their drafts, scores and
@@ -36,9 +37,4 @@ KERNEL = KernelUnderTest("ngram", kernels, "ngram_step_batch", "specplug/propose
 
 
 if __name__ == "__main__":
-    import inspect
-
-    if "arrays" not in inspect.signature(kernels.ngram_step_batch.py_func).parameters:
-        raise SystemExit("this checkout's ngram kernel reads the pool (f09676a and later), not the typed list the --before "
-                         "kernels take: run scripts/bench_ngram_pool.py, or this script from a checkout before f09676a")
     main(KERNEL, __doc__, BEFORE)

@@ -40,7 +40,7 @@ def _slot(tokens, row, mask, end, n):
         index = (index + 1) & mask
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def ngram_append(tokens, length, new_tokens, positions, counts, used, min_n):
     """Write `new_tokens` after `length` tokens and index every n-gram that gains a continuation.
 
@@ -67,7 +67,7 @@ def ngram_append(tokens, length, new_tokens, positions, counts, used, min_n):
     return length
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def ngram_lookup(tokens, length, positions, counts, min_n, min_hits):
     """Start of the continuation of the longest suffix n-gram seen before, or -1.
 
@@ -172,7 +172,7 @@ def _prefetch_tail(pool, bases, token_caps, lengths, slot, rows, drafts):
     prefetch(drafts[slot], 0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _prefetch_tables(pool, bases, token_caps, table_caps, rows, count_hits, lengths, slot, new_tokens, begin, count, min_n,
                      scratch, stored):
     """Start the misses of a later row's table probes: the slots its inserts and its look-up
