@@ -39,7 +39,7 @@ NOT_DRAFTED, EMPTY = -2, -1
 # flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup, weigh_by_pass (costs learnt online)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _expected(accepted: np.ndarray, count: int) -> float:  # pragma: no cover - compiled
     # expected accepted tokens of a draft of ``count`` tokens, sum_{j<count} prod_{i<=j} p_i,
     # summed in order as _best_cut sums it (the batch and per-request paths share this arithmetic)
@@ -50,7 +50,7 @@ def _expected(accepted: np.ndarray, count: int) -> float:  # pragma: no cover - 
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _best_cut(accepted: np.ndarray, count: int, times: np.ndarray) -> tuple[float, int, float]:  # pragma: no cover
     # (rate, k, expected) of the cut with the most expected tokens per second, a draft of k tokens
     # taking times[k] (times[0]: no draft): positions accepted with probabilities ``accepted``
@@ -68,7 +68,7 @@ def _best_cut(accepted: np.ndarray, count: int, times: np.ndarray) -> tuple[floa
     return best_rate, best_k, best_expected
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def chained_estimate(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
     prior: float, weight: float, out: np.ndarray,
@@ -78,7 +78,7 @@ def chained_estimate(
     _chained_estimate_weighted(own_drafted, own_accepted, drafted, accepted, prior, weight, weight, out, len(drafted))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _chained_estimate_weighted(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
     prior: float, weight: float, own_weight: float, out: np.ndarray, count: int,
@@ -94,7 +94,7 @@ def _chained_estimate_weighted(
         out[j] = (own_accepted[j] + own_weight * previous) / (own_drafted[j] + own_weight)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _estimate_towards(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
     prior: np.ndarray, weight: float, out: np.ndarray,
@@ -105,7 +105,7 @@ def _estimate_towards(
         out[j] = (own_accepted[j] + weight * pooled) / (own_drafted[j] + weight)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _hopeful(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
     prior: float, weight: float, explore: float, steps: int, out: np.ndarray,
@@ -117,7 +117,7 @@ def _hopeful(
         out[j] = min(out[j] + explore * math.sqrt(grown / (drafted[j] + weight)), 1.0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _call_bound(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
     prior: float, weight: float, scale: float, longest: int, steps: int,
@@ -141,7 +141,7 @@ def _call_bound(
     return mean + scale * longest * math.sqrt(math.log1p(float(steps)) / (drafted[0] + weight))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _kept_share(step_times: np.ndarray, ran: int, with_neural: int, longest: int) -> float:  # pragma: no cover
     # By cost, a neural part's exploration bonus is weighed by the share of a step that a draft of
     # it that fails keeps: the step without its pass over the step with it, at the same draft
@@ -170,7 +170,7 @@ def score_row(
     lengths[slot] += len(new_tokens)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _prefetch_row(slot, row, stored, lookup_tracks, lookup_bands, neural_tracks, confirmed, own_drafted, own_accepted,
                   meta, waiting, count):  # pragma: no cover - compiled
     # A later row's state, read before its turn so that its misses overlap this row's work (see

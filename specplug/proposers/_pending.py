@@ -96,7 +96,7 @@ def room_wanted(slots: np.ndarray, count: np.ndarray, capacity: int, adds: int) 
     return wanted if wanted > capacity else 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def add_pending(
     meta: np.ndarray, tokens: np.ndarray, count: np.ndarray, slot: int, track: int, band: int,
     draft: np.ndarray, length: int, at: int, follow: bool,
@@ -133,7 +133,7 @@ def add_pending(
     count[slot] = n + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def score_pending(
     slot: int, new_tokens: np.ndarray, begin: int, end: int, old_length: int,
     meta: np.ndarray, tokens: np.ndarray, count: np.ndarray,

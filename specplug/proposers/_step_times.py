@@ -33,7 +33,7 @@ def row_step_times(context, batch, verify, kind_kv, kind_fixed, kind_terms, frac
     row_step_times_to(context, batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token, out, out.shape[1])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def row_step_times_to(context, batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token, out, lengths):
     """:func:`row_step_times` for draft lengths ``0 .. lengths - 1`` only (each length's time is
     computed alone, so the ones written are the same to the last bit)."""
