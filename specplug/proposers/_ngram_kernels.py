@@ -161,52 +161,72 @@ PREFETCH_TOKENS = 16
 PREFETCH_ROWS = 3
 
 
+# The prefetches index the pool by offsets (its block layout, :func:`pooled_block`) rather than
+# taking a row's arrays as views: three rows' views per row cost more than the prefetches saved.
+
+
 @njit(cache=True, inline="always")
 def _prefetch_tail(pool, bases, token_caps, lengths, slot, rows, drafts):
     """Start the misses of a later row's token tail (the n-grams' last tokens, where its new
     tokens go) and its row of last drafts (addresses known before the row runs)."""
-    at = bases[slot] + _header(rows)
-    tokens = pool[at : at + token_caps[slot]]
-    at = min(max(lengths[slot] - 1, 0), len(tokens) - 1)
-    prefetch(tokens, at)
+    tokens_at = bases[slot] + _header(rows)
+    prefetch(pool, tokens_at + min(max(lengths[slot] - 1, 0), token_caps[slot] - 1))
     prefetch(drafts[slot], 0)
 
 
 @njit(cache=True, inline="always")
-def _prefetch_tables(pool, bases, token_caps, table_caps, rows, count_hits, lengths, slot, new_tokens, begin, count, min_n,
-                     scratch, stored):
-    """Start the misses of a later row's table probes: the slots its inserts and its look-up
-    hash to, from its token tail (prefetched a row earlier) and its new tokens. With ``stored``
-    (the slots, prefetched a row earlier, are cached now) it prefetches the tokens the slots
-    point at instead (the n-gram comparison, the draft's first tokens). A hint: a row that will
-    grow costs a useless prefetch, never a wrong result. ``scratch`` holds the widest n-gram
-    plus PREFETCH_TOKENS tokens."""
-    tokens, table, _, _ = _slot_arrays(pool, bases, token_caps, table_caps, slot, rows, count_hits)
+def _prefetch_slots(pool, bases, token_caps, table_caps, rows, lengths, slot, new_tokens, begin, count, min_n, scratch,
+                    homes):
+    """Start the misses of a later row's table probes: the slots its inserts and its look-up hash
+    to, from its token tail (prefetched a row earlier) and its new tokens. Each n-gram's slot goes
+    into ``homes[i, k]`` (the n-gram ending at its i-th new position, table k; -1: none), for
+    :func:`_prefetch_stored` a row later. Returns how many positions it hashed (0: the row will
+    grow, nothing prefetched). A hint: it never changes a result. ``scratch`` holds the widest
+    n-gram plus PREFETCH_TOKENS tokens."""
     length = lengths[slot]
-    if length + count > len(tokens):
-        return
+    token_cap, table_cap = token_caps[slot], table_caps[slot]
+    if length + count > token_cap:
+        return 0
+    tokens_at = bases[slot] + _header(rows)
+    table_at = tokens_at + token_cap
     count = min(count, PREFETCH_TOKENS)
-    widest = min(min_n + table.shape[0] - 1, len(scratch) - PREFETCH_TOKENS)
+    widest = min(min_n + rows - 1, len(scratch) - PREFETCH_TOKENS)
     kept = min(length, widest)  # tokens before the new ones in scratch
     for i in range(kept):
-        scratch[i] = tokens[length - kept + i]
+        scratch[i] = pool[tokens_at + length - kept + i]
     for i in range(count):
         scratch[kept + i] = new_tokens[begin + i]
-    mask = table.shape[1] - 1
+    mask = table_cap - 1
     # the inserts' n-grams end at length - 1 .. length + count - 2 (scratch kept - 1 ..); the
     # last end is the look-up's, the n-grams ending at the last token
-    for e in range(kept - 1, kept + count):
-        for k in range(table.shape[0]):
+    for i in range(count + 1):
+        e = kept - 1 + i
+        for k in range(rows):
+            homes[i, k] = -1
             n = min_n + k
             if e - n + 1 < 0:
-                break
-            index = window_hash(scratch, e, n, NO_RING) & mask
-            if not stored:
-                prefetch(table[k], index)
                 continue
-            position = table[k, index]
-            if 0 <= position < length:
-                prefetch(tokens, position)
+            index = window_hash(scratch, e, n, NO_RING) & mask
+            homes[i, k] = index
+            prefetch(pool, table_at + k * table_cap + index)
+    return count + 1
+
+
+@njit(cache=True, inline="always")
+def _prefetch_stored(pool, bases, token_caps, table_caps, rows, lengths, slot, homes, hashed):
+    """A row after :func:`_prefetch_slots` (its slots now cached): prefetch the tokens they point at
+    (the n-gram comparisons, the draft's first tokens). Nothing to hash again: ``homes`` has them."""
+    length = lengths[slot]
+    tokens_at = bases[slot] + _header(rows)
+    table_at = tokens_at + token_caps[slot]
+    table_cap = table_caps[slot]
+    for i in range(hashed):
+        for k in range(rows):
+            index = homes[i, k]
+            if index >= 0:
+                position = pool[table_at + k * table_cap + index]
+                if 0 <= position < length:
+                    prefetch(pool, tokens_at + position)
 
 
 @njit(cache=True)
@@ -229,6 +249,9 @@ def ngram_step_batch(pool, bases, token_caps, table_caps, rows_per_table, length
     rows = len(slots)
     count_hits = min_hits > 1
     scratch = np.empty(min_n + rows_per_table - 1 + PREFETCH_TOKENS, dtype=np.int64)
+    # the slots that rows two and one ahead hash to (buffer row % PREFETCH_ROWS), and how many positions
+    homes = np.empty((PREFETCH_ROWS, PREFETCH_TOKENS + 1, rows_per_table), dtype=np.int64)
+    hashed = np.zeros(PREFETCH_ROWS, dtype=np.int64)
     # Rows' misses overlap (_prefetch.py says why): three rows ahead, the token tail is
     # prefetched; two ahead (its tail now cached), the table slots its inserts and look-up hash
     # to; one ahead (those slots now cached), the tokens they point at.
@@ -238,10 +261,16 @@ def ngram_step_batch(pool, bases, token_caps, table_caps, rows_per_table, length
         ahead = row + PREFETCH_ROWS
         if ahead < rows:
             _prefetch_tail(pool, bases, token_caps, lengths, slots[ahead], rows_per_table, drafts)
-        for later in range(row + 1, min(ahead, rows)):
-            _prefetch_tables(pool, bases, token_caps, table_caps, rows_per_table, count_hits, lengths, slots[later],
-                             new_tokens, offsets[later], offsets[later + 1] - offsets[later], min_n, scratch,
-                             later == row + 1)
+        later = row + 1
+        if later < rows:  # hashed a row ago (none for the first rows)
+            _prefetch_stored(pool, bases, token_caps, table_caps, rows_per_table, lengths, slots[later],
+                             homes[later % PREFETCH_ROWS], hashed[later % PREFETCH_ROWS])
+        later = row + 2
+        if later < rows:
+            hashed[later % PREFETCH_ROWS] = _prefetch_slots(
+                pool, bases, token_caps, table_caps, rows_per_table, lengths, slots[later], new_tokens, offsets[later],
+                offsets[later + 1] - offsets[later], min_n, scratch, homes[later % PREFETCH_ROWS],
+            )
         begin = offsets[row]
         if not _step_row(pool, bases, token_caps, table_caps, rows_per_table, lengths, slots[row], new_tokens, begin,
                          offsets[row + 1] - begin, limits[row], min_n, min_hits, max_tokens, drafts, draft_lengths, row,

@@ -129,7 +129,8 @@ def add_pending(
     meta[slot, n, LENGTH] = length
     meta[slot, n, SCORED] = 0
     meta[slot, n, FOLLOW] = 1 if follow else 0
-    tokens[slot, n, :length] = draft[:length]
+    for j in range(length):  # element by element: a slice assignment made two array views per call
+        tokens[slot, n, j] = draft[j]
     count[slot] = n + 1
 
 
