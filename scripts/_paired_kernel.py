@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import re
 import statistics
 import sys
 import tempfile
@@ -161,9 +162,38 @@ def main(under: KernelUnderTest, description: str, before: str) -> None:
     parser = paired_parser(description, before=before, what=f"{under.method} kernel", steps=120)
     parser.add_argument("--composites", default="", help="e.g. hybrid,adaptive: time these beside suffix instead "
                         f"(old and new {under.method} kernel each, stepping in turn; µs/row and × suffix)")
+    parser.add_argument("--refcounts", action="store_true", help="then count, in each kernel's compiled LLVM, the "
+                        "call sites of numba's reference-count updates and the functions left as calls")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        _run(under, args, under.before(args.before, Path(folder)))
+        old = under.before(args.before, Path(folder))
+        _run(under, args, old)
+        if args.refcounts:
+            print(f"\n| {under.attribute} | NRT_incref call sites | NRT_decref call sites | functions |")
+            print("|---|---:|---:|---:|")
+            # this checkout's kernel may have come from numba's cache, which keeps no LLVM: compiled
+            # afresh from a copy of its file, for the signatures the run called it with
+            text = Path(under.path).read_text()
+            now = getattr(module_at(args.before, under.path, f"{Path(under.path).stem}_now", Path(folder), text),
+                          under.attribute)
+            for signature in under.current().signatures:
+                now.compile(signature)
+            for label, kernel in ((f"{args.before} (old)", old), ("this checkout (new)", now)):
+                counts = refcount_sites(kernel)
+                print(f"| {label} | {counts['incref']} | {counts['decref']} | {counts['functions']} |")
+
+
+def refcount_sites(kernel) -> dict[str, int]:
+    """In ``kernel``'s compiled LLVM (every signature it was called with, after numba's optimisation
+    and reference-count pruning): the call sites of ``NRT_incref`` and ``NRT_decref``, and the
+    functions defined, i.e. the callees numba did not inline. Where such a call sits in a per-row
+    loop, each array argument costs an atomic increment and decrement per row."""
+    counts = {"incref": 0, "decref": 0, "functions": 0}
+    for text in kernel.inspect_llvm().values():
+        counts["incref"] += len(re.findall(r"call void @NRT_incref\(", text))
+        counts["decref"] += len(re.findall(r"call void @NRT_decref\(", text))
+        counts["functions"] += sum(line.startswith("define ") for line in text.splitlines())
+    return counts
 
 
 def _run(under: KernelUnderTest, args: argparse.Namespace, old_step_batch) -> None:

@@ -54,3 +54,25 @@ def test_perf_batch_gives_each_repeats_ratio_to_suffix_and_prints_their_range(tm
         # the table's "× suffix" cell: the ratio of the medians, then the range within a repeat
         cell = f"{ngram['ratio_to_suffix']:.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
         assert cell in result.output
+
+
+def test_perf_batch_interleaved_steps_every_subject_as_often_and_says_so(tmp_path):
+    out = tmp_path / "perf.json"
+    args = [*SMALL, "--methods", "suffix,adaptive", "--peers", "", "--interleave", "--json-out", str(out)]
+    result = CliRunner().invoke(build_app(), args)
+    assert result.exit_code == 0, result.output
+    assert "interleaved" in result.output
+    data = json.loads(out.read_text())
+    assert data["interleaved"] is True
+    rows = {(row["proposer"], row["batch"]): row for row in data["rows"]}
+    assert set(rows) == {(name, batch) for name in ("suffix", "adaptive") for batch in (1, 5)} | {("suffix/requests", 1)}
+    for row in rows.values():
+        assert row["steps"] == 4 and row["median_us"] > 0
+    # the same rows, so the same acceptance whichever order the lookups stepped in
+    assert rows[("suffix", 1)]["accepted_per_row_step"] == rows[("suffix/requests", 1)]["accepted_per_row_step"]
+
+
+def test_perf_interleave_without_batch_is_one_clear_error():
+    result = CliRunner().invoke(build_app(), ["perf", "--interleave", "--peers", ""])
+    assert result.exit_code != 0
+    assert "--interleave" in (str(result.exception) + result.output)

@@ -85,6 +85,13 @@ def perf_command(
         help="batch sizes, comma-separated (e.g. 1,32,128): time one engine step for the whole batch "
         "(Proposer.step_batch) beside vLLM's NgramProposer on the same batch, instead of per request steps",
     ),
+    interleave: bool = typer.Option(
+        False,
+        "--interleave",
+        help="with --batch: all subjects started, then stepping in turn (each step, the order rotated) instead of "
+        "one after another: the ratios between them steady on a noisy machine, and every step finds the caches as "
+        "the others left them",
+    ),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of the table"),
     json_out: Path = typer.Option(None, "--json-out", help="also write the JSON here"),
 ) -> None:
@@ -102,11 +109,13 @@ def perf_command(
             os.sched_setaffinity(0, {cpu})
         except (AttributeError, OSError) as error:
             raise InvalidOptionError(f"--cpu {cpu}: cannot pin to that CPU ({error})") from None
+    if interleave and batch is None:
+        raise InvalidOptionError("--interleave: it orders the subjects of a --batch run; give --batch too (e.g. 1,128)")
     console = Console(stderr=True)
     if batch is not None:
         _batch_perf(
             comma_ints("--batch", batch, example="1,32,128", maximum=4096), sizes, chosen, methods, peers, steps, repeats,
-            max_tokens, as_json, json_out, console,
+            max_tokens, as_json, json_out, console, interleave,
         )
         return
     with console.status("measuring") as status:
@@ -153,7 +162,8 @@ def _suffix_ratio(row) -> str:
     return f"{row.ratio_to_suffix:.2f}{spread}"
 
 
-def _batch_perf(batches, sizes, workloads, methods, peers, steps, repeats, max_tokens, as_json, json_out, console) -> None:
+def _batch_perf(batches, sizes, workloads, methods, peers, steps, repeats, max_tokens, as_json, json_out, console,
+                interleave) -> None:
     from specplug.lab._perf_batch import (
         TARGET_COMPOSITE_RATIO,
         TARGET_US_PER_ROW,
@@ -176,16 +186,18 @@ def _batch_perf(batches, sizes, workloads, methods, peers, steps, repeats, max_t
             repeats=repeats,
             max_tokens=max_tokens,
             progress=lambda message: status.update(message),
+            interleave=interleave,
         )
     largest = max(batches)
-    data = {"rows": rows_to_json(rows), "machine": _machine(), "batches": list(batches)}
+    data = {"rows": rows_to_json(rows), "machine": _machine(), "batches": list(batches), "interleaved": interleave}
     if json_out is not None:
         write_text_atomic(json_out, json.dumps(data, indent=2) + "\n")
     if as_json:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
     table = Table(
-        title=f"specplug perf --batch: one engine step for the whole batch ({repeats} repeats, k = {max_tokens})",
+        title=f"specplug perf --batch: one engine step for the whole batch ({repeats} repeats, k = {max_tokens}"
+        f"{', interleaved' if interleave else ''})",
         caption="median over a run's steps, then over repeats; targets at the largest batch: a lookup <= "
         f"{TARGET_US_PER_ROW:g} µs/row and <= vLLM's NgramProposer; a composite <= {TARGET_COMPOSITE_RATIO:g}x suffix "
         "(in brackets: the lowest and highest ratio within one repeat)",

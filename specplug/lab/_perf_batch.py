@@ -7,6 +7,8 @@ timed from the rows' new tokens to its drafts: building the :class:`~specplug.Ba
 tokens and offsets, as the engine layer builds it) and one :meth:`~specplug.Proposer.step_batch`. vLLM's ``NgramProposer`` is
 timed in its ``propose(k, sampled, num_tokens_no_spec, token_ids_cpu)`` with the same rows
 (writing the new tokens into ``token_ids_cpu`` is the engine's work, outside the timing).
+The subjects of one batch, context and workload run one after another, or (``interleave``) step in
+turn, each on its own copy of the rows.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ class BatchRow:
     accepted_per_row_step: float
     ratio_to_vllm: float | None = None
     ratio_to_suffix: float | None = None
-    #: this row's time over suffix's in each repeat (the two ran seconds apart): the ratio's noise, which
+    #: this row's time over suffix's in each repeat (seconds apart, or stepping in turn): the ratio's noise, which
     #: the ratio of the medians above hides (drift between repeats moves both alike)
     suffix_ratios: list[float] | None = None
 
@@ -92,23 +94,29 @@ def _rows(workload: str, size: int, batch: int, continuation: int, seed: int) ->
     return out
 
 
-def _time_method(proposer: Proposer, rows: list[tuple[np.ndarray, np.ndarray]], steps: int, k: int) -> tuple[list[int], int]:
-    batch = len(rows)
-    ids = list(range(batch))
-    proposer.step_batch(BatchStep(ids[:0], np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64),
-                                  [(row, rows[row][0]) for row in ids]))
-    position = [0] * batch
-    new: list[np.ndarray] = [np.empty(0, np.int64)] * batch
-    limits = np.full(batch, k, dtype=np.int64)
-    clock = time.perf_counter_ns
-    times, accepted_total = [], 0
-    for _ in range(steps):
-        t0 = clock()
-        got = proposer.step_batch(step_of_pieces(ids, new, limits))  # as the engine layer builds it
-        times.append(clock() - t0)
-        accepted_total += _advance(rows, got, position, new)
-    proposer.step_batch(BatchStep([], np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64), (), ids))
-    return times, accepted_total
+class _BatchSubject:
+    """A proposer on its own copy of the rows, one engine step at a time through ``step_batch``."""
+
+    def __init__(self, proposer: Proposer, rows: list[tuple[np.ndarray, np.ndarray]], k: int) -> None:
+        self.proposer, self.rows = proposer, rows
+        self.ids = list(range(len(rows)))
+        proposer.step_batch(BatchStep(self.ids[:0], np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64),
+                                      [(row, rows[row][0]) for row in self.ids]))
+        self.position = [0] * len(rows)
+        self.new: list[np.ndarray] = [np.empty(0, np.int64)] * len(rows)
+        self.limits = np.full(len(rows), k, dtype=np.int64)
+        self.accepted = 0
+
+    def step(self) -> int:
+        t0 = time.perf_counter_ns()
+        got = self.proposer.step_batch(step_of_pieces(self.ids, self.new, self.limits))  # as the engine layer builds it
+        ns = time.perf_counter_ns() - t0
+        self.accepted += _advance(self.rows, got, self.position, self.new)
+        return ns
+
+    def close(self) -> None:
+        self.proposer.step_batch(BatchStep([], np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64), (),
+                                           self.ids))
 
 
 def _advance(rows: list[tuple[np.ndarray, np.ndarray]], got: BatchDrafts, position: list[int], new: list[np.ndarray]) -> int:
@@ -125,60 +133,72 @@ def _advance(rows: list[tuple[np.ndarray, np.ndarray]], got: BatchDrafts, positi
     return accepted_total
 
 
-def _time_per_request(proposer: Proposer, rows: list[tuple[np.ndarray, np.ndarray]], steps: int, k: int) -> tuple[list[int], int]:
+class _PerRequestSubject:
     """The same steps through the per-request API (``extend`` then ``propose`` per row), for the
     batch path's own comparison: a batch step should cost no more than its rows' calls."""
-    batch = len(rows)
-    ids = list(range(batch))
-    for row in ids:
-        proposer.start(row, rows[row][0])
-    position = [0] * batch
-    new: list[np.ndarray] = [np.empty(0, np.int64)] * batch
-    clock = time.perf_counter_ns
-    times, accepted_total = [], 0
-    for _ in range(steps):
-        t0 = clock()
+
+    def __init__(self, proposer: Proposer, rows: list[tuple[np.ndarray, np.ndarray]], k: int) -> None:
+        self.proposer, self.rows, self.k = proposer, rows, k
+        self.ids = list(range(len(rows)))
+        for row in self.ids:
+            proposer.start(row, rows[row][0])
+        self.position = [0] * len(rows)
+        self.new: list[np.ndarray] = [np.empty(0, np.int64)] * len(rows)
+        self.accepted = 0
+
+    def step(self) -> int:
+        proposer, new = self.proposer, self.new
+        t0 = time.perf_counter_ns()
         drafts = []
-        for row in ids:
+        for row in self.ids:
             if len(new[row]):
                 proposer.extend(row, new[row])
-            drafts.append(proposer.propose(row, k).tokens)
-        times.append(clock() - t0)
-        for row in ids:
-            truth = rows[row][1]
-            accepted = accepted_prefix(drafts[row], truth[position[row] :])
-            new[row] = truth[position[row] : position[row] + accepted + 1]
-            position[row] += accepted + 1
-            accepted_total += accepted
-    for row in ids:
-        proposer.stop(row)
-    return times, accepted_total
+            drafts.append(proposer.propose(row, self.k).tokens)
+        ns = time.perf_counter_ns() - t0
+        for row in self.ids:
+            truth, at = self.rows[row][1], self.position[row]
+            accepted = accepted_prefix(drafts[row], truth[at:])
+            new[row] = truth[at : at + accepted + 1]
+            self.position[row] += accepted + 1
+            self.accepted += accepted
+        return ns
+
+    def close(self) -> None:
+        for row in self.ids:
+            self.proposer.stop(row)
 
 
-def _time_vllm(proposer: Any, rows: list[tuple[np.ndarray, np.ndarray]], steps: int, k: int, max_len: int) -> tuple[list[int], int]:
-    batch = len(rows)
-    token_ids = np.zeros((batch, max_len), dtype=np.int32)
-    lengths = np.zeros(batch, dtype=np.int32)
-    for row, (context, _) in enumerate(rows):
-        token_ids[row, : len(context)] = context
-        lengths[row] = len(context)
-    position = [0] * batch
-    clock = time.perf_counter_ns
-    times, accepted_total = [], 0
-    sampled = [[0]] * batch
-    for _ in range(steps):
-        t0 = clock()
-        drafts = proposer.propose(k, sampled, lengths, token_ids)
-        times.append(clock() - t0)
-        for row in range(batch):
-            truth = rows[row][1]
-            accepted = accepted_prefix(drafts[row], truth[position[row] :])
-            chunk = truth[position[row] : position[row] + accepted + 1]
-            token_ids[row, lengths[row] : lengths[row] + len(chunk)] = chunk
-            lengths[row] += len(chunk)
-            position[row] += len(chunk)
-            accepted_total += accepted
-    return times, accepted_total
+class _VllmSubject:
+    """vLLM's ``NgramProposer`` on the same rows: the new tokens are written into its
+    ``token_ids_cpu`` between its timed ``propose`` calls, as the engine does."""
+
+    def __init__(self, proposer: Any, rows: list[tuple[np.ndarray, np.ndarray]], k: int, max_len: int) -> None:
+        self.proposer, self.rows, self.k = proposer, rows, k
+        self.token_ids = np.zeros((len(rows), max_len), dtype=np.int32)
+        self.lengths = np.zeros(len(rows), dtype=np.int32)
+        for row, (context, _) in enumerate(rows):
+            self.token_ids[row, : len(context)] = context
+            self.lengths[row] = len(context)
+        self.position = [0] * len(rows)
+        self.sampled = [[0]] * len(rows)
+        self.accepted = 0
+
+    def step(self) -> int:
+        t0 = time.perf_counter_ns()
+        drafts = self.proposer.propose(self.k, self.sampled, self.lengths, self.token_ids)
+        ns = time.perf_counter_ns() - t0
+        for row, (_, truth) in enumerate(self.rows):
+            at, length = self.position[row], self.lengths[row]
+            accepted = accepted_prefix(drafts[row], truth[at:])
+            chunk = truth[at : at + accepted + 1]
+            self.token_ids[row, length : length + len(chunk)] = chunk
+            self.lengths[row] += len(chunk)
+            self.position[row] += len(chunk)
+            self.accepted += accepted
+        return ns
+
+    def close(self) -> None:
+        pass
 
 
 def run_batch_perf(
@@ -193,6 +213,7 @@ def run_batch_perf(
     max_tokens: int = 8,
     progress: Callable[[str], None] | None = None,
     per_request_at: Sequence[int] = (1,),
+    interleave: bool = False,
 ) -> list[BatchRow]:
     """Per engine step, every method (and vLLM's NgramProposer) on every batch size, context and workload."""
     if not batches or min(batches) < 1:
@@ -213,17 +234,9 @@ def run_batch_perf(
                 for batch in batches:
                     rows = _rows(workload, size, batch, continuation, repeat)
                     timed = subjects + (per_request if batch in per_request_at else [])
-                    for name in timed:  # interleaved: drift on a shared machine hits all alike
-                        say(f"repeat {repeat + 1}/{repeats}: {name} at batch {batch}, {workload}, {size} tokens")
-                        if name == "vllm-ngram":
-                            peer = _vllm_ngram(batch, max_len, max_tokens, ngram.min_n, ngram.max_n)
-                            step_ns, accepted = _time_vllm(peer, rows, steps, max_tokens, max_len)
-                        elif name.endswith(PER_REQUEST):
-                            step_ns, accepted = _time_per_request(
-                                _create_method(name.removesuffix(PER_REQUEST)), rows, steps, max_tokens
-                            )
-                        else:
-                            step_ns, accepted = _time_method(_create_method(name), rows, steps, max_tokens)
+                    say(f"repeat {repeat + 1}/{repeats}: {', '.join(timed)} at batch {batch}, {workload}, {size} tokens")
+                    got = _timed(timed, rows, steps, max_tokens, max_len, ngram, interleave)
+                    for name, (step_ns, accepted) in got.items():
                         times.setdefault((name, workload, size, batch), []).append(
                             (statistics.median(step_ns) / 1000, accepted, len(step_ns))
                         )
@@ -248,6 +261,48 @@ def run_batch_perf(
             pairs = zip(times[(row.proposer, *key)], times[("suffix", *key)])
             row.suffix_ratios = [mine[0] / theirs[0] for mine, theirs in pairs]
     return out
+
+
+def _subject(name: str, rows: list[tuple[np.ndarray, np.ndarray]], k: int, max_len: int, ngram: Any) -> Any:
+    """``name`` (a method, ``<lookup>/requests`` or ``vllm-ngram``) started on ``rows``."""
+    if name == "vllm-ngram":
+        return _VllmSubject(_vllm_ngram(len(rows), max_len, k, ngram.min_n, ngram.max_n), rows, k, max_len)
+    if name.endswith(PER_REQUEST):
+        return _PerRequestSubject(_create_method(name.removesuffix(PER_REQUEST)), rows, k)
+    return _BatchSubject(_create_method(name), rows, k)
+
+
+def _timed(
+    names: Sequence[str], rows: list[tuple[np.ndarray, np.ndarray]], steps: int, k: int, max_len: int, ngram: Any,
+    interleave: bool,
+) -> dict[str, tuple[list[int], int]]:
+    """Each subject's step times and accepted tokens, each on its own copy of the same rows: one
+    after another, each started just before its steps (its state warm in the caches, as the
+    earlier rounds measured), or with ``interleave`` all started, then taking turns step by step
+    (the order rotated each step), so that drift on a shared machine, which lasts seconds, hits
+    them all alike, and each step finds the caches as the others left them."""
+    out: dict[str, tuple[list[int], int]] = {}
+    if not interleave:
+        for name in names:
+            subject = _subject(name, rows, k, max_len, ngram)
+            try:
+                step_ns = [subject.step() for _ in range(steps)]
+            finally:
+                subject.close()
+            out[name] = (step_ns, subject.accepted)
+        return out
+    subjects: dict[str, Any] = {}
+    try:
+        for name in names:
+            subjects[name] = _subject(name, rows, k, max_len, ngram)
+        times: dict[str, list[int]] = {name: [] for name in names}
+        for index in range(steps):
+            for name in names[index % len(names) :] + names[: index % len(names)]:
+                times[name].append(subjects[name].step())
+    finally:
+        for subject in subjects.values():
+            subject.close()
+    return {name: (times[name], subjects[name].accepted) for name in names}
 
 
 def rows_to_json(rows: Sequence[BatchRow]) -> list[dict[str, Any]]:
