@@ -26,7 +26,7 @@ import numpy as np
 
 from specplug._contract import BatchStep
 from specplug.engine import step_of_pieces
-from specplug.lab._perf_batch import _advance, _rows
+from specplug.lab._perf_batch import _advance, _BatchSubject, _rows
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _before import module_at, paired_parser  # noqa: E402
@@ -106,19 +106,15 @@ def paired(under: KernelUnderTest, workload: str, batch: int, context: int, step
     return {"old": old_us, "new": new_us, "ratio": new_us / old_us, "accepted_per_row_step": accepted_total / steps / batch}
 
 
-class Stepper:
+class Stepper(_BatchSubject):
     """A proposer stepping through the rows as the perf harness does (its own acceptance), with
-    ``kernel`` swapped in for ``under`` at each of its steps."""
+    ``kernel`` swapped in for ``under`` at each of its steps; only ``step_batch`` is timed, in the
+    thread's CPU time."""
 
     def __init__(self, under: KernelUnderTest, proposer, kernel, rows, k: int) -> None:
-        self.under, self.proposer, self.kernel, self.rows = under, proposer, kernel, rows
-        self.ids = list(range(len(rows)))
-        self.position = [0] * len(rows)
-        self.new = [np.empty(0, np.int64)] * len(rows)
-        self.limits = np.full(len(rows), k, dtype=np.int64)
+        self.under, self.kernel = under, kernel
         under.swap_in(kernel)
-        proposer.step_batch(BatchStep(self.ids[:0], np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64),
-                                      [(row, rows[row][0]) for row in self.ids]))
+        super().__init__(proposer, rows, k)
         self.times: list[int] = []
 
     def step(self, timed: bool) -> None:

@@ -26,9 +26,8 @@ from pathlib import Path
 import numpy as np
 
 import specplug
-from specplug._contract import BatchStep
 from specplug.engine import step_of_pieces
-from specplug.lab._perf_batch import _advance, _rows
+from specplug.lab._perf_batch import _advance, _BatchSubject, _rows
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _before import module_at, paired_parser, source_at  # noqa: E402
@@ -46,17 +45,12 @@ def old_ngram_class(commit: str, folder: Path):
     return module_at(commit, "specplug/proposers/ngram.py", "_ngram_before", folder, text=text).NgramProposer
 
 
-class Stepper:
-    """A proposer stepping through the rows as the perf harness does (on its own drafts)."""
+class Stepper(_BatchSubject):
+    """A proposer stepping through the rows as the perf harness does (on its own drafts); only
+    ``step_batch`` is timed, in the thread's CPU time."""
 
     def __init__(self, proposer, rows, k: int) -> None:
-        self.proposer, self.rows = proposer, rows
-        self.ids = list(range(len(rows)))
-        self.position = [0] * len(rows)
-        self.new = [np.empty(0, np.int64)] * len(rows)
-        self.limits = np.full(len(rows), k, dtype=np.int64)
-        proposer.step_batch(BatchStep(self.ids[:0], np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64),
-                                      [(row, rows[row][0]) for row in self.ids]))
+        super().__init__(proposer, rows, k)
         self.times: list[int] = []
         self.last = None
 

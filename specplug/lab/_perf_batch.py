@@ -124,9 +124,14 @@ def _advance(rows: list[tuple[np.ndarray, np.ndarray]], got: BatchDrafts, positi
     next step brings (the accepted prefix and one more), ``position[row]`` moves past them. The
     accepted tokens of all rows."""
     lengths, drafted = got.lengths.tolist(), got.tokens.tolist()
+    return _accept(rows, [tokens[:length] for tokens, length in zip(drafted, lengths)], position, new)
+
+
+def _accept(rows: list[tuple[np.ndarray, np.ndarray]], drafts: list, position: list[int], new: list[np.ndarray]) -> int:
+    """:func:`_advance` for drafts given as one token sequence per row."""
     accepted_total = 0
     for row, (_, truth) in enumerate(rows):
-        accepted = accepted_prefix(drafted[row][: lengths[row]], truth[position[row] :])
+        accepted = accepted_prefix(drafts[row], truth[position[row] :])
         new[row] = truth[position[row] : position[row] + accepted + 1]
         position[row] += accepted + 1
         accepted_total += accepted
@@ -155,12 +160,7 @@ class _PerRequestSubject:
                 proposer.extend(row, new[row])
             drafts.append(proposer.propose(row, self.k).tokens)
         ns = time.perf_counter_ns() - t0
-        for row in self.ids:
-            truth, at = self.rows[row][1], self.position[row]
-            accepted = accepted_prefix(drafts[row], truth[at:])
-            new[row] = truth[at : at + accepted + 1]
-            self.position[row] += accepted + 1
-            self.accepted += accepted
+        self.accepted += _accept(self.rows, drafts, self.position, new)
         return ns
 
     def close(self) -> None:
