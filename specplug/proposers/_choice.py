@@ -22,7 +22,7 @@ from numba import njit
 
 from specplug.proposers._pending import add_pending, score_pending
 from specplug.proposers._prefetch import prefetch
-from specplug.proposers._step_times import row_step_times_to
+from specplug.proposers._step_times import kind_step_times_to
 
 __all__ = [
     "EMPTY", "chained_estimate", "KIND_LOOKUP", "KIND_LOOKUP_NEURAL", "KIND_NEURAL", "KIND_PLAIN", "NOT_DRAFTED", "choose_rows",
@@ -302,8 +302,13 @@ def choose_rows(
         ran = KIND_LOOKUP if drafted_any else KIND_PLAIN
         with_neural = KIND_LOOKUP_NEURAL if drafted_any else KIND_NEURAL
         if price_here:  # the row's context: its length, this step's tokens in
-            row_step_times_to(lengths[slot], batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token,
-                              row_times, limit + 1)
+            # only the kinds read below: the step as it ran, and with a neural pass (the confirmed
+            # drafts' KIND_LOOKUP_NEURAL is that one, as a lookup drafted to be confirmed)
+            kind_step_times_to(lengths[slot], batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token,
+                               row_times, ran, limit + 1)
+            if n_neurals:
+                kind_step_times_to(lengths[slot], batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token,
+                                   row_times, with_neural, limit + 1)
             step_times = row_times
         else:
             step_times = times[row]

@@ -3,9 +3,9 @@
 Why: at batch 128 the composites' own work between the parts' kernels was three numba calls
 (score bands, step times, choice) and a dozen numpy arrays made for them at each step. Here one
 call computes the bands and which rows gained tokens, then runs ``_choice.choose_rows`` on them,
-which prices each row's step (the linear cost model's, ``_step_times.row_step_times_to``) where
-it chooses, into arrays the composite keeps between steps (zeroed here, as the old call's fresh
-ones were). Each piece is the old function's arithmetic in the same order
+which prices each row's step (the linear cost model's, ``_step_times.kind_step_times_to``, for
+the drafter kinds it reads) where it chooses, into arrays the composite keeps between steps
+(zeroed here, as the old call's fresh ones were). Each piece is the old function's arithmetic in the same order
 (``_parts._bands_of_logs``, ``_step_times.row_step_times``), so choices, scores and statistics
 are equal to the last bit; ``tests/test_composite_batch.py`` checks it element by element.
 (The choice's row body stays in ``choose_rows``, called once: as a function called per row, its

@@ -81,16 +81,14 @@ def _part_step(part: Proposer, step: BatchStep) -> BatchDrafts:
     return got
 
 
-def _drafts_into(part: Proposer, rows: int) -> bool:
-    """Whether a lookup part's step for ``rows`` rows is its own kernel's call alone (a
-    :class:`KernelLookup` whose step hooks no subclass replaced), which writes the drafts into the
-    composite's arrays: the part allocates no arrays of its own and nothing is copied. Its kernel
-    writes at most each row's limit, so the lengths need no check either (``_part_step``)."""
+def _drafts_into(part: Proposer) -> bool:
+    """Whether a lookup part's step is its own kernel's call alone, for the batches its kernel takes
+    (``KernelLookup.kernel_takes``): a :class:`KernelLookup` whose step hooks no subclass replaced,
+    which writes the drafts into the composite's arrays, so the part allocates no arrays of its own
+    and nothing is copied. Its kernel writes at most each row's limit, so the lengths need no check
+    either (``_part_step``)."""
     cls = type(part)
-    return (
-        isinstance(part, KernelLookup) and cls.step_batch is Proposer.step_batch
-        and cls._step_batch is KernelLookup._step_batch and part.kernel_takes(rows)
-    )
+    return isinstance(part, KernelLookup) and cls.step_batch is Proposer.step_batch and cls._step_batch is KernelLookup._step_batch
 
 
 class CompositeProposer(Proposer):
@@ -161,7 +159,8 @@ class CompositeProposer(Proposer):
         self._no_pricing = (1, *_linear_coefficients(None, 1))  # without a cost model, or priced in Python: never read
         # the longest limit the kernels have seen: no draft, so no count, reaches past it (_pending.score_pending)
         self._widest = np.zeros(1, dtype=np.int64)
-        self._chosen = _ChoiceArrays(len(choosing.lookups), positions)  # the batch choice's outputs, kept between steps
+        self._chosen = _ChoiceArrays(len(choosing.lookups), positions)  # the batch step's arrays, kept between steps
+        self._kernel_lookups = [_drafts_into(self.parts[index]) for index in choosing.lookups]
         self._times_key: tuple[object, int] | None = None  # (cost model, batch size) of _times_args
         self._times_args: tuple[np.ndarray, ...] = ()
         self._pricing: tuple[object, ...] = self._no_pricing  # the batch kernels' (batch size, *_times_args)
@@ -252,7 +251,7 @@ class CompositeProposer(Proposer):
         limit = min(max_tokens, self.positions)
         slots = np.array([self._slot[request_id]], dtype=np.int64)
         limits = np.array([limit], dtype=np.int64)
-        lookups = self._lookup_arrays(1, limits)
+        lookups = self._lookup_arrays(1)
         tokens, lengths, scores = lookups
         sources: list[list[str]] = []
         for li, index in enumerate(self.choosing.lookups):
@@ -300,15 +299,16 @@ class CompositeProposer(Proposer):
         _row_drafts.resolve_rows(drafts.tokens, drafts.lengths, slots, new_tokens, offsets, accepted)
         if drafts.trees:
             drafts.settle_trees(pending, ids, new_tokens, offsets, step.limits, accepted)
-        tokens, lengths, scores = self._lookup_arrays(rows, limits)
-        sources: list[Sequence[str]] = []
+        tokens, lengths, scores = self._chosen.drafts(rows)
+        sources: list[str | Sequence[str]] = []
         part_step = BatchStep(ids, new_tokens, offsets, limits)
         for li, index in enumerate(self.choosing.lookups):
             part = self.parts[index]
-            if _drafts_into(part, rows):  # its kernel writes this lookup's rows of the arrays itself
+            if self._kernel_lookups[li] and part.kernel_takes(rows):
+                # its kernel writes this lookup's rows of the arrays itself (_drafts_into)
                 with part._lock:
                     part._draft_rows(part_step, tokens[li], lengths[li], scores[li])
-                sources.append([part.name] * rows)
+                sources.append(part.name)  # every row's
                 continue
             got = _part_step(part, part_step)
             width = got.tokens.shape[1] if rows else 0
@@ -433,7 +433,7 @@ class CompositeProposer(Proposer):
         return out
 
     # ---------------------------------------------------------------- the kernels' arguments
-    def _lookup_arrays(self, rows: int, limits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _lookup_arrays(self, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         lookups = len(self.choosing.lookups)
         return (
             np.zeros((lookups, rows, self.positions), dtype=np.int64),
@@ -470,15 +470,16 @@ class CompositeProposer(Proposer):
             self._linear_args(cost, self.batch_size)
         longest = np.array([self._neural_longest(index) for index in self.choosing.neurals], dtype=np.int64) \
             if len(self.choosing.neurals) else self._no_neurals
-        chosen = self._chosen.rows(rows)
-        logs = np.log2(1.0 + np.fmax(scores, 0.0))
+        arrays = self._chosen
+        chosen = arrays.rows(rows)
+        logs = arrays.logs(scores)
         waiting = self._waiting
         while True:
             wanted = kernel(
                 slots, new_tokens, offsets, limits, tokens, lengths, scores, logs, self._lookup_tracks,
                 self._neural_tracks, longest, self._pricing, self._params, self._flags, self._lengths, self._step_count,
                 self._widest, self._own_drafted, self._own_accepted, self._pooled_drafted, self._pooled_accepted,
-                waiting.meta, waiting.tokens, waiting.count, *self._chosen.scratch(rows), self._no_times, *chosen,
+                waiting.meta, waiting.tokens, waiting.count, *arrays.scratch(rows), self._no_times, *chosen,
                 *finished,
             )  # fmt: skip
             if not wanted:
@@ -539,21 +540,22 @@ class CompositeProposer(Proposer):
         return out[:, :width], out_lengths, out_scores, out_neural, continued_by
 
     def _sources(
-        self, choice: np.ndarray, continued_by: np.ndarray, sources: Sequence[Sequence[str]],
+        self, choice: np.ndarray, continued_by: np.ndarray, sources: Sequence[str | Sequence[str]],
         neural_sources: Sequence[Sequence[str]],
     ) -> list[str]:
         """Each row's ``Draft.source``: the chosen part's, ``neural+lookup`` where a lookup continued
-        a neural draft, the composite's name for no draft."""
-        lookups, name = len(sources), self.name
+        a neural draft, the composite's name for no draft. A column of ``sources`` is a part's name
+        per row, or one name (a str) for every row."""
+        lookups, name, rows = len(sources), self.name, len(choice)
         columns = [*sources, *neural_sources]
-        if all(isinstance(column, list) and column.count(column[0]) == len(column) for column in columns if len(column)):
+        single = tuple(_one_name(column, name) for column in columns)
+        if None not in single:
             # each part names every row alike (the usual case): a row's source is read from a table
             # [choice, continued_by + 1] built once per set of names, in one fancy index (its
             # column 0 alone where there is no neural part). Column 0 is the chosen part's name,
             # column 1 + l "neural+lookup" for lookup l continuing a neural draft (continued_by is
             # -1 on every other row: _choice.finish_rows); the choices -1 and -2 (EMPTY,
             # NOT_DRAFTED) read the last two rows, the composite's name.
-            single = tuple(column[0] if len(column) else name for column in columns)
             if single != self._source_key:
                 table = np.empty((len(single) + 2, lookups + 1), dtype=object)
                 for at, part in enumerate((*single, name, name)):
@@ -563,10 +565,11 @@ class CompositeProposer(Proposer):
             if not neural_sources:  # nothing continued: a 1-d index is the cheaper
                 return self._source_names[choice].tolist()
             return self._source_table[choice, continued_by + 1].tolist()
+        columns = [[column] * rows if isinstance(column, str) else column for column in columns]
         continued = (continued_by >= 0) & (choice >= lookups)
         out = [columns[chosen][row] if chosen >= 0 else name for row, chosen in enumerate(choice.tolist())]
         for row in np.flatnonzero(continued).tolist():
-            out[row] = f"{out[row]}+{sources[continued_by[row]][row]}"
+            out[row] = f"{out[row]}+{columns[continued_by[row]][row]}"
         return out
 
     def _neural_longest(self, index: int) -> int:
@@ -626,32 +629,77 @@ class CompositeProposer(Proposer):
 
 
 class _ChoiceArrays:
-    """The batch choice's outputs (as :meth:`CompositeProposer._choose` returns them) and scratch,
-    kept between steps and grown with the batch: a step's views of them are valid until the next
-    step (``choose_batch`` zeroes each row before it writes)."""
+    """The batch step's arrays, kept between steps and grown with the batch: the lookups' drafts
+    (each lookup's kernel writes every row's length and score, and no draft is read past its
+    length), the choice's outputs (as :meth:`CompositeProposer._choose` returns them) and scratch.
+    A step's views of them are valid until the next step (``choose_batch`` zeroes each row of
+    its outputs before it writes). Each array is flat, its views of a step's rows reshaped from
+    its head, so they stay contiguous (one compiled layout per kernel)."""
 
     def __init__(self, lookups: int, positions: int) -> None:
         self.lookups, self.positions, self.capacity = lookups, positions, 0
+        self._views: dict[int, tuple[tuple[np.ndarray, ...], ...]] = {}
         self._grow(8)
 
     def _grow(self, rows: int) -> None:
         self.capacity, lookups = rows, self.lookups
+        self._views.clear()
         self.choice, self.cut, self.asked = (np.zeros(rows, dtype=np.int64) for _ in range(3))
         self.expected, self.other_expected = np.zeros(rows), np.zeros(rows)
         self.confirmed_cut, self.confirmed_expected = np.zeros((rows, lookups), dtype=np.int64), np.zeros((rows, lookups))
         self.fallback, self.hopeful = np.zeros((rows, 3)), np.zeros((rows, 2))
-        self._bands = np.zeros(lookups * rows, dtype=np.int64)  # flat: a step's [lookup, row] view stays contiguous
+        self._bands = np.zeros(lookups * rows, dtype=np.int64)
         self.extended = np.zeros(rows, dtype=np.bool_)
+        self._tokens = np.zeros(lookups * rows * self.positions, dtype=np.int64)
+        self._lengths = np.zeros(lookups * rows, dtype=np.int64)
+        self._scores = np.full(lookups * rows, np.nan)
+        self._logs = np.zeros(lookups * rows)
+
+    def _of(self, rows: int) -> tuple[tuple[np.ndarray, ...], ...]:
+        views = self._views.get(rows)
+        if views is None:
+            if rows > self.capacity:
+                self._grow(max(rows, 2 * self.capacity))
+            lookups, size = self.lookups, self.lookups * rows
+            chosen = (self.choice[:rows], self.cut[:rows], self.asked[:rows], self.expected[:rows],
+                      self.other_expected[:rows], self.confirmed_cut[:rows], self.confirmed_expected[:rows],
+                      self.fallback[:rows], self.hopeful[:rows])
+            scratch = (self._bands[:size].reshape(lookups, rows), self.extended[:rows])
+            drafts = (self._tokens[: size * self.positions].reshape(lookups, rows, self.positions),
+                      self._lengths[:size].reshape(lookups, rows), self._scores[:size].reshape(lookups, rows))
+            views = self._views[rows] = (chosen, scratch, drafts, (self._logs[:size].reshape(lookups, rows),))
+        return views
 
     def rows(self, rows: int) -> tuple[np.ndarray, ...]:
-        if rows > self.capacity:
-            self._grow(max(rows, 2 * self.capacity))
-        return (self.choice[:rows], self.cut[:rows], self.asked[:rows], self.expected[:rows], self.other_expected[:rows],
-                self.confirmed_cut[:rows], self.confirmed_expected[:rows], self.fallback[:rows], self.hopeful[:rows])
+        """The choice's outputs for ``rows`` rows."""
+        return self._of(rows)[0]
 
     def scratch(self, rows: int) -> tuple[np.ndarray, ...]:
         """The score bands [lookup, row], which rows gained tokens."""
-        return self._bands[: self.lookups * rows].reshape(self.lookups, rows), self.extended[:rows]
+        return self._of(rows)[1]
+
+    def drafts(self, rows: int) -> tuple[np.ndarray, ...]:
+        """The lookups' drafts: tokens [lookup, row, position], lengths and scores [lookup, row]."""
+        return self._of(rows)[2]
+
+    def logs(self, scores: np.ndarray) -> np.ndarray:
+        """log2(1 + max(score, 0)) of the lookups' ``scores`` (as ``score_bands_of_rows`` takes
+        them, with the same ufuncs: equal to the last bit), into a kept array."""
+        logs = self._of(scores.shape[1])[3][0]
+        np.fmax(scores, 0.0, out=logs)
+        logs += 1.0
+        return np.log2(logs, out=logs)
+
+
+def _one_name(column: str | Sequence[str], default: str) -> str | None:
+    """The name every row of a sources column has (``default`` for no rows), None where they differ."""
+    if isinstance(column, str):
+        return column
+    if not isinstance(column, list):
+        return None
+    if not column:
+        return default
+    return column[0] if column.count(column[0]) == len(column) else None
 
 
 def _step_time(cost: CostModel, batched_tokens: int, kv_tokens: int, kinds: tuple[str, ...], draft_tokens: int) -> float:

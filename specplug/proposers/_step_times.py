@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["linear_step_times", "row_step_times", "row_step_times_to"]
+__all__ = ["kind_step_times_to", "linear_step_times", "row_step_times"]
 
 
 @njit(cache=True)
@@ -30,22 +30,24 @@ def linear_step_times(contexts, batch, verify, kind_kv, kind_fixed, kind_terms, 
 @njit(cache=True)
 def row_step_times(context, batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token, out):
     """One row of :func:`linear_step_times`: ``out[kind, length]`` at ``context``."""
-    row_step_times_to(context, batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token, out, out.shape[1])
+    for kind in range(out.shape[0]):
+        kind_step_times_to(context, batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token, out, kind,
+                           out.shape[1])
 
 
 @njit(cache=True, inline="always")
-def row_step_times_to(context, batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token, out, lengths):
-    """:func:`row_step_times` for draft lengths ``0 .. lengths - 1`` only (each length's time is
-    computed alone, so the ones written are the same to the last bit)."""
+def kind_step_times_to(context, batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token, out, kind, lengths):
+    """``out[kind, :lengths]`` of :func:`row_step_times`: one drafter kind, the draft lengths ``0 ..
+    lengths - 1`` only, for a choice that reads no others (each time is computed alone, so the ones
+    written are the same to the last bit)."""
     v_kv, v_tok_batch, v_fixed, overhead = verify[0], verify[1], verify[2], verify[3]
     kv = np.float64(batch * context)
     base = v_kv * kv + v_fixed
-    for kind in range(out.shape[0]):
-        fixed = overhead
-        for term in range(kind_terms[kind]):
-            fixed = fixed + (kind_kv[kind, term] * kv + kind_fixed[kind, term])
-        fraction, slope = fractions[kind], per_token[kind]
-        for length in range(lengths):
-            at = np.float64(length)
-            time = base + v_tok_batch * (at + 1.0)
-            out[kind, length] = time * fraction + fixed + slope * at
+    fixed = overhead
+    for term in range(kind_terms[kind]):
+        fixed = fixed + (kind_kv[kind, term] * kv + kind_fixed[kind, term])
+    fraction, slope = fractions[kind], per_token[kind]
+    for length in range(lengths):
+        at = np.float64(length)
+        time = base + v_tok_batch * (at + 1.0)
+        out[kind, length] = time * fraction + fixed + slope * at
