@@ -20,12 +20,12 @@ import math
 import numpy as np
 from numba import njit
 
-from specplug.proposers._pending import add_pending, score_pending
+from specplug.proposers._pending import add_pending_of, score_pending_of
 from specplug.proposers._prefetch import prefetch
 from specplug.proposers._step_times import kind_step_times_to
 
 __all__ = [
-    "EMPTY", "chained_estimate", "KIND_LOOKUP", "KIND_LOOKUP_NEURAL", "KIND_NEURAL", "KIND_PLAIN", "NOT_DRAFTED", "choose_rows",
+    "EMPTY", "chained_estimate", "copy_draft", "KIND_LOOKUP", "KIND_LOOKUP_NEURAL", "KIND_NEURAL", "KIND_PLAIN", "NOT_DRAFTED", "choose_rows",
     "finish_rows", "score_row",
 ]  # fmt: skip
 
@@ -51,10 +51,10 @@ def _expected(accepted: np.ndarray, count: int) -> float:  # pragma: no cover - 
 
 
 @njit(cache=True, inline="always")
-def _best_cut(accepted: np.ndarray, count: int, times: np.ndarray) -> tuple[float, int, float]:  # pragma: no cover
+def _best_cut(accepted: np.ndarray, count: int, times: np.ndarray, kind: int) -> tuple[float, int, float]:  # pragma: no cover
     # (rate, k, expected) of the cut with the most expected tokens per second, a draft of k tokens
-    # taking times[k] (times[0]: no draft): positions accepted with probabilities ``accepted``
-    # (each given the ones before) give E(k) = sum_{j<=k} prod_{i<=j} p_i, the rate (1 + E(k)) / times[k]
+    # taking times[kind, k] (times[kind, 0]: no draft): positions accepted with probabilities ``accepted``
+    # (each given the ones before) give E(k) = sum_{j<=k} prod_{i<=j} p_i, the rate (1 + E(k)) / times[kind, k]
     if count == 0:
         return 0.0, 0, 0.0
     product = total = 0.0
@@ -62,7 +62,7 @@ def _best_cut(accepted: np.ndarray, count: int, times: np.ndarray) -> tuple[floa
     for j in range(count):
         product = accepted[j] if j == 0 else product * accepted[j]
         total = product if j == 0 else total + product
-        rate = (1.0 + total) / times[j + 1]
+        rate = (1.0 + total) / times[kind, j + 1]
         if j == 0 or rate > best_rate:
             best_rate, best_k, best_expected = rate, j + 1, total
     return best_rate, best_k, best_expected
@@ -74,53 +74,61 @@ def chained_estimate(
     prior: float, weight: float, out: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """Acceptance per position (into ``out``): pooled, each position shrunk towards the estimate of
-    the one before it (the first towards ``prior``), the request's counts shrunk towards those."""
-    _chained_estimate_weighted(own_drafted, own_accepted, drafted, accepted, prior, weight, weight, out, len(drafted))
+    the one before it (the first towards ``prior``), the request's counts shrunk towards those.
+    (The kernels' form, its arrays given as one request's track and band of the statistics tables.)"""
+    n = len(drafted)
+    _chained_estimate_weighted(own_drafted.reshape(1, 1, 1, n), own_accepted.reshape(1, 1, 1, n), drafted.reshape(1, 1, n),
+                               accepted.reshape(1, 1, n), 0, 0, 0, prior, weight, weight, out, n)
 
 
 @njit(cache=True, inline="always")
 def _chained_estimate_weighted(
-    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
-    prior: float, weight: float, own_weight: float, out: np.ndarray, count: int,
+    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray, slot: int,
+    track: int, band: int, prior: float, weight: float, own_weight: float, out: np.ndarray, count: int,
 ) -> None:  # pragma: no cover - compiled
-    # chained_estimate of the first ``count`` positions (each depends only on those before it, so
-    # they are a longer scan's), with the pooled estimate worth ``own_weight`` observations against
+    # chained_estimate of request ``slot``'s ``track`` and ``band`` (own: [slot, track, band, position],
+    # pooled: [track, band, position]; indexed, not sliced: a view per call costs a reference count
+    # update each way, per row), its first ``count`` positions (each depends only on those before it,
+    # so they are a longer scan's), with the pooled estimate worth ``own_weight`` observations against
     # the request's counts. A lookup is scored at every step, chosen or not, so a request's counts
     # grow fast and tell how much of this request's text repeats, which differs more between
     # requests than any pool shows
     previous = prior
     for j in range(count):
-        previous = (accepted[j] + weight * previous) / (drafted[j] + weight)
-        out[j] = (own_accepted[j] + own_weight * previous) / (own_drafted[j] + own_weight)
+        previous = (accepted[track, band, j] + weight * previous) / (drafted[track, band, j] + weight)
+        out[j] = (own_accepted[slot, track, band, j] + own_weight * previous) / (own_drafted[slot, track, band, j] + own_weight)
 
 
 @njit(cache=True, inline="always")
 def _estimate_towards(
-    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
-    prior: np.ndarray, weight: float, out: np.ndarray,
+    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray, slot: int,
+    track: int, prior: np.ndarray, weight: float, out: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    # _parts.estimate with a prior per position
-    for j in range(len(drafted)):
-        pooled = (accepted[j] + weight * prior[j]) / (drafted[j] + weight)
-        out[j] = (own_accepted[j] + weight * pooled) / (own_drafted[j] + weight)
+    # _parts.estimate with a prior per position, of request ``slot``'s ``track`` in band 0
+    for j in range(drafted.shape[2]):
+        pooled = (accepted[track, 0, j] + weight * prior[j]) / (drafted[track, 0, j] + weight)
+        out[j] = (own_accepted[slot, track, 0, j] + weight * pooled) / (own_drafted[slot, track, 0, j] + weight)
 
 
 @njit(cache=True, inline="always")
 def _hopeful(
-    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
-    prior: float, weight: float, explore: float, steps: int, out: np.ndarray,
+    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray, slot: int,
+    track: int, prior: float, weight: float, explore: float, steps: int, out: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    # a neural part's estimate plus its exploration bonus, at most 1 (it is observed only when called)
-    chained_estimate(own_drafted, own_accepted, drafted, accepted, prior, weight, out)
+    # a neural part's estimate (request ``slot``'s ``track``, band 0) plus its exploration bonus, at
+    # most 1 (it is observed only when called)
+    positions = drafted.shape[2]
+    _chained_estimate_weighted(own_drafted, own_accepted, drafted, accepted, slot, track, 0, prior, weight, weight, out,
+                               positions)
     grown = math.log1p(float(steps))
-    for j in range(len(drafted)):
-        out[j] = min(out[j] + explore * math.sqrt(grown / (drafted[j] + weight)), 1.0)
+    for j in range(positions):
+        out[j] = min(out[j] + explore * math.sqrt(grown / (drafted[track, 0, j] + weight)), 1.0)
 
 
 @njit(cache=True, inline="always")
 def _call_bound(
-    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray,
-    prior: float, weight: float, scale: float, longest: int, steps: int,
+    own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray, slot: int,
+    track: int, prior: float, weight: float, scale: float, longest: int, steps: int,
 ) -> float:  # pragma: no cover - compiled
     # An upper confidence bound on the tokens a call of a neural part brings: its accepted tokens per
     # scored draft, the request's shrunk towards all requests' (those towards a draft of ``longest``
@@ -128,17 +136,18 @@ def _call_bound(
     # per-position bonus (_hopeful) stays large at positions a weak drafter seldom reaches; a call's
     # total has no such tail. The term grows with the steps taken without a call, so a part declined
     # is tried again now and then.
+    # (request ``slot``'s ``track``, band 0)
     own = pooled = 0.0
-    for j in range(len(drafted)):
-        own += own_accepted[j]
-        pooled += accepted[j]
+    for j in range(drafted.shape[2]):
+        own += own_accepted[slot, track, 0, j]
+        pooled += accepted[track, 0, j]
     untried = product = 0.0
     for j in range(longest):
         product = prior if j == 0 else product * prior
         untried += product
-    pooled_mean = (pooled + weight * untried) / (drafted[0] + weight)
-    mean = (own + weight * pooled_mean) / (own_drafted[0] + weight)
-    return mean + scale * longest * math.sqrt(math.log1p(float(steps)) / (drafted[0] + weight))
+    pooled_mean = (pooled + weight * untried) / (drafted[track, 0, 0] + weight)
+    mean = (own + weight * pooled_mean) / (own_drafted[slot, track, 0, 0] + weight)
+    return mean + scale * longest * math.sqrt(math.log1p(float(steps)) / (drafted[track, 0, 0] + weight))
 
 
 @njit(cache=True, inline="always")
@@ -163,9 +172,9 @@ def score_row(
     decay: float, widest: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """What :func:`choose_rows` does for a row that gains tokens and drafts nothing (``extend``)."""
-    score_pending(
+    score_pending_of(
         slot, new_tokens, 0, len(new_tokens), lengths[slot], meta, waiting, count,
-        own_drafted[slot], own_accepted[slot], pooled_drafted, pooled_accepted, decay, widest[0],
+        own_drafted, own_accepted, slot, pooled_drafted, pooled_accepted, decay, widest[0],
     )
     lengths[slot] += len(new_tokens)
 
@@ -176,33 +185,33 @@ def _prefetch_row(slot, row, stored, lookup_tracks, lookup_bands, neural_tracks,
     # A later row's state, read before its turn so that its misses overlap this row's work (see
     # _prefetch.py; at batch 128 the lookups' batch steps have just evicted it): two rows ahead,
     # its waiting drafts; one row ahead (those now cached), the statistics rows they and its
-    # drafts will score and be priced with. A hint only: it never changes a result.
+    # drafts will score and be priced with. A hint only: it never changes a result. (Indexed by
+    # tuples: a view of a row would cost a reference count update each way.)
     waiting_count = min(count[slot], meta.shape[1])
     if not stored:
         for w in range(waiting_count):
-            prefetch(meta[slot, w], 0)
-            prefetch(waiting[slot, w], 0)
+            prefetch(meta, (slot, w, 0))
+            prefetch(waiting, (slot, w, 0))
         return
-    positions = own_drafted.shape[3]
     for w in range(waiting_count):
         track, band = meta[slot, w, 0], meta[slot, w, 1]
         if 0 <= track < own_drafted.shape[1] and 0 <= band < own_drafted.shape[2]:
-            _prefetch_stats(own_drafted[slot, track, band], own_accepted[slot, track, band], positions)
+            _prefetch_stats(own_drafted, own_accepted, slot, track, band)
     for li in range(len(lookup_tracks)):
         band = lookup_bands[li, row]
         if 0 <= band < own_drafted.shape[2]:
-            _prefetch_stats(own_drafted[slot, lookup_tracks[li], band], own_accepted[slot, lookup_tracks[li], band], positions)
+            _prefetch_stats(own_drafted, own_accepted, slot, lookup_tracks[li], band)
     for ni in range(len(neural_tracks)):
-        _prefetch_stats(own_drafted[slot, neural_tracks[ni], 0], own_accepted[slot, neural_tracks[ni], 0], positions)
+        _prefetch_stats(own_drafted, own_accepted, slot, neural_tracks[ni], 0)
     if confirmed >= 0:
-        _prefetch_stats(own_drafted[slot, confirmed, 0], own_accepted[slot, confirmed, 0], positions)
+        _prefetch_stats(own_drafted, own_accepted, slot, confirmed, 0)
 
 
 @njit(cache=True, inline="always")
-def _prefetch_stats(drafted, accepted, positions):  # pragma: no cover - compiled
-    for j in range(0, positions, 8):  # a cache line holds 8 float64
-        prefetch(drafted, j)
-        prefetch(accepted, j)
+def _prefetch_stats(own_drafted, own_accepted, slot, track, band):  # pragma: no cover - compiled
+    for j in range(0, own_drafted.shape[3], 8):  # a cache line holds 8 float64
+        prefetch(own_drafted, (slot, track, band, j))
+        prefetch(own_accepted, (slot, track, band, j))
 
 
 @njit(cache=True)
@@ -261,12 +270,11 @@ def choose_rows(
             _prefetch_row(slots[row + 1], row + 1, True, lookup_tracks, lookup_bands, neural_tracks, confirmed,
                           own_drafted, own_accepted, meta, waiting, count)
         slot = slots[row]
-        own_d, own_a = own_drafted[slot], own_accepted[slot]
         begin, end = offsets[row], offsets[row + 1]
         if extended[row]:
-            score_pending(
+            score_pending_of(
                 slot, new_tokens, begin, end, lengths[slot], meta, waiting, count,
-                own_d, own_a, pooled_drafted, pooled_accepted, decay, widest[0],
+                own_drafted, own_accepted, slot, pooled_drafted, pooled_accepted, decay, widest[0],
             )
             lengths[slot] += end - begin
         limit = limits[row]
@@ -280,15 +288,16 @@ def choose_rows(
         drafted_any = False
         for li in range(n_lookups):  # lookups are cheap: each drafted, and is scored whether chosen or not
             n = lookup_lengths[li, row]
-            add_pending(meta, waiting, count, slot, lookup_tracks[li], lookup_bands[li, row], lookup_tokens[li, row], n, at, True)
+            add_pending_of(meta, waiting, count, slot, lookup_tracks[li], lookup_bands[li, row], lookup_tokens, li, row, n, at,
+                           True)
             drafted_any = drafted_any or n > 0
         if not by_cost:  # the hybrid without a cost model: expected accepted tokens, lookup against neural
             track, band, n = lookup_tracks[0], lookup_bands[0, row], lookup_lengths[0, row]
-            _chained_estimate_weighted(own_d[track, band], own_a[track, band], pooled_drafted[track, band],
-                                       pooled_accepted[track, band], prior, weight, weight, p_lookup, n)
+            _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, band,
+                                       prior, weight, weight, p_lookup, n)
             track = neural_tracks[0]
-            _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                     prior, weight, explore, steps[0], p_neural)
+            _hopeful(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, prior, weight, explore,
+                     steps[0], p_neural)
             longest = min(limit, neural_longest[0]) if neural_longest[0] > 0 else limit
             lookup_expected = _expected(p_lookup, n)
             neural_expected = _expected(p_neural, longest)
@@ -311,7 +320,7 @@ def choose_rows(
                                    row_times, with_neural, limit + 1)
             step_times = row_times
         else:
-            step_times = times[row]
+            step_times = times[row]  # priced in Python (another cost model): a view per row
         best_rate = (1.0 + min_gain) / step_times[ran, 0]
         choice[row] = EMPTY
         expected[row] = 0.0
@@ -320,9 +329,9 @@ def choose_rows(
             if n == 0:
                 continue
             track, band = lookup_tracks[li], lookup_bands[li, row]
-            _chained_estimate_weighted(own_d[track, band], own_a[track, band], pooled_drafted[track, band], pooled_accepted[track, band],
+            _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, band,
                                        prior, weight, lookup_weight, p_lookup, n)
-            rate, k, value = _best_cut(p_lookup, n, step_times[ran])
+            rate, k, value = _best_cut(p_lookup, n, step_times, ran)
             if rate > best_rate:
                 best_rate, choice[row], cut[row], expected[row] = rate, li, k, value
         neural = -1
@@ -330,14 +339,14 @@ def choose_rows(
             track = neural_tracks[ni]
             longest = min(limit, neural_longest[ni]) if neural_longest[ni] > 0 else limit
             kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
-            _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                     prior, weight * kept, explore * kept, steps[0], p_neural)
-            rate = _best_cut(p_neural, longest, step_times[with_neural])[0]
+            _hopeful(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, prior, weight * kept,
+                     explore * kept, steps[0], p_neural)
+            rate = _best_cut(p_neural, longest, step_times, with_neural)[0]
             if call_bound > 0.0:
                 # not called where its calls' tokens, at an upper bound and in the shortest step, could
                 # not beat plain decoding: its pass is not paid for, whatever the lookup drafts
-                bound = _call_bound(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                                    prior, weight, call_bound, longest, steps[0])
+                bound = _call_bound(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, prior, weight,
+                                    call_bound, longest, steps[0])
                 if (1.0 + bound) / step_times[with_neural, 1] <= (1.0 + min_gain) / step_times[ran, 0]:
                     rate = 0.0
             if rate > best_rate:
@@ -348,13 +357,13 @@ def choose_rows(
         track = neural_tracks[neural]
         longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
         kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
-        _hopeful(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                 prior, weight * kept, explore * kept, steps[0], p_neural)
-        _, hopeful_k, hopeful_value = _best_cut(p_neural, longest, step_times[with_neural])
+        _hopeful(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, prior, weight * kept,
+                 explore * kept, steps[0], p_neural)
+        _, hopeful_k, hopeful_value = _best_cut(p_neural, longest, step_times, with_neural)
         hopeful[row, 0], hopeful[row, 1] = hopeful_k, hopeful_value
-        chained_estimate(own_d[track, 0], own_a[track, 0], pooled_drafted[track, 0], pooled_accepted[track, 0],
-                  prior, weight * kept, p_neural)
-        rate, k, value = _best_cut(p_neural, longest, step_times[with_neural])
+        _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, 0, prior,
+                                   weight * kept, weight * kept, p_neural, positions)
+        rate, k, value = _best_cut(p_neural, longest, step_times, with_neural)
         # probing, the part drafts all it can and the tokens past the cut are scored too
         choice[row], cut[row], expected[row] = n_lookups + neural, k, value
         asked[row] = longest if probe else k
@@ -368,13 +377,13 @@ def choose_rows(
             if n == 0:
                 continue
             lookup_track, band = lookup_tracks[li], lookup_bands[li, row]
-            _chained_estimate_weighted(own_d[lookup_track, band], own_a[lookup_track, band], pooled_drafted[lookup_track, band],
-                                       pooled_accepted[lookup_track, band], prior, weight, lookup_weight, p_lookup, positions)
+            _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, lookup_track, band,
+                                       prior, weight, lookup_weight, p_lookup, positions)
             for j in range(positions):
                 towards[j] = max(p_lookup[j], p_neural[j])
-            _estimate_towards(own_d[confirmed, 0], own_a[confirmed, 0], pooled_drafted[confirmed, 0],
-                              pooled_accepted[confirmed, 0], towards, weight, p_confirmed)
-            rate, k, value = _best_cut(p_confirmed, n, step_times[KIND_LOOKUP_NEURAL])
+            _estimate_towards(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, confirmed, towards, weight,
+                              p_confirmed)
+            rate, k, value = _best_cut(p_confirmed, n, step_times, KIND_LOOKUP_NEURAL)
             confirmed_cut[row, li], confirmed_expected[row, li] = k, value
 
 
@@ -403,22 +412,22 @@ def finish_rows(
             continue
         if chosen < n_lookups:
             k = cut[row]
-            out[row, :k] = lookup_tokens[chosen, row, :k]
+            copy_draft(out, row, lookup_tokens, chosen, k)
             out_lengths[row] = k
             continue
         slot, ni = slots[row], chosen - n_lookups
         out_neural[row] = True
         drafted = neural_lengths[ni, row]
-        add_pending(meta, waiting, count, slot, neural_tracks[ni], 0, neural_tokens[ni, row], drafted, lengths[slot], True)
+        add_pending_of(meta, waiting, count, slot, neural_tracks[ni], 0, neural_tokens, ni, row, drafted, lengths[slot], True)
         k = min(cut[row], drafted) if by_cost else drafted
-        out[row, :k] = neural_tokens[ni, row, :k]
+        copy_draft(out, row, neural_tokens, ni, k)
         out_lengths[row] = k
         if not by_cost:
             if other_expected[row] > expected[row]:  # max(neural, lookup): the first when equal
                 out_scores[row] = other_expected[row]
             n = lookup_lengths[0, row]
-            if continue_with_lookup and n > k and _agrees(lookup_tokens[0, row], neural_tokens[ni, row], k):
-                out[row, :n] = lookup_tokens[0, row, :n]
+            if continue_with_lookup and n > k and _agrees(lookup_tokens, 0, neural_tokens, ni, row, k):
+                copy_draft(out, row, lookup_tokens, 0, n)
                 out_lengths[row] = n
                 continued_by[row] = 0
             continue
@@ -427,24 +436,33 @@ def finish_rows(
         longest = -1  # the longest agreeing lookup draft, the first of equals
         for li in range(n_lookups):
             n = lookup_lengths[li, row]
-            if n > k and _agrees(lookup_tokens[li, row], neural_tokens[ni, row], k):
+            if n > k and _agrees(lookup_tokens, li, neural_tokens, ni, row, k):
                 if longest < 0 or n > lookup_lengths[longest, row]:
                     longest = li
         if longest < 0:
             continue
         n = lookup_lengths[longest, row]
-        add_pending(meta, waiting, count, slot, confirmed, 0, lookup_tokens[longest, row], n, lengths[slot], False)
+        add_pending_of(meta, waiting, count, slot, confirmed, 0, lookup_tokens, longest, row, n, lengths[slot], False)
         if confirmed_cut[row, longest] > k:
             k = confirmed_cut[row, longest]
-            out[row, :k] = lookup_tokens[longest, row, :k]
+            copy_draft(out, row, lookup_tokens, longest, k)
             out_lengths[row] = k
             out_scores[row] = confirmed_expected[row, longest]
             continued_by[row] = longest
 
 
-@njit(cache=True)
-def _agrees(lookup: np.ndarray, neural: np.ndarray, count: int) -> bool:  # pragma: no cover - compiled
+@njit(cache=True, inline="always")
+def _agrees(lookup_tokens, li, neural_tokens, ni, row, count):  # pragma: no cover - compiled
+    # whether lookup li's draft of ``row`` begins with neural part ni's first ``count`` tokens
     for j in range(count):
-        if lookup[j] != neural[j]:
+        if lookup_tokens[li, row, j] != neural_tokens[ni, row, j]:
             return False
     return True
+
+
+@njit(cache=True, inline="always")
+def copy_draft(out, row, drafts, part, count):  # pragma: no cover - compiled
+    """``out[row, :count] = drafts[part, row, :count]``, element by element (slices would be two
+    views per row, each a reference count update each way)."""
+    for j in range(count):
+        out[row, j] = drafts[part, row, j]

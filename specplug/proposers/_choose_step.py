@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from specplug.proposers._choice import EMPTY, NOT_DRAFTED, choose_rows
+from specplug.proposers._choice import EMPTY, NOT_DRAFTED, choose_rows, copy_draft
 from specplug.proposers._parts import _bands_of_logs
 from specplug.proposers._pending import room_wanted
 
@@ -94,6 +94,6 @@ def choose_and_finish(
         out_lengths[row] = 0
         if chosen >= 0:  # a lookup's cut (there is no neural part)
             k = cut[row]
-            out[row, :k] = lookup_tokens[chosen, row, :k]
+            copy_draft(out, row, lookup_tokens, chosen, k)
             out_lengths[row] = k
     return 0

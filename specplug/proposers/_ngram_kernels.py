@@ -171,7 +171,7 @@ def _prefetch_tail(pool, bases, token_caps, lengths, slot, rows, drafts):
     tokens go) and its row of last drafts (addresses known before the row runs)."""
     tokens_at = bases[slot] + _header(rows)
     prefetch(pool, tokens_at + min(max(lengths[slot] - 1, 0), token_caps[slot] - 1))
-    prefetch(drafts[slot], 0)
+    prefetch(drafts, (slot, 0))
 
 
 @njit(cache=True, inline="always")

@@ -18,7 +18,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["MAX_WAITING", "PendingTable", "add_pending", "room_wanted", "score_pending"]
+__all__ = [
+    "MAX_WAITING", "PendingTable", "add_pending", "add_pending_of", "room_wanted", "score_pending", "score_pending_of",
+]
 
 #: most drafts waiting per request. A step adds one per track, and a draft waits at most as many
 #: steps as it has tokens, so an engine that extends after each propose keeps far fewer; an
@@ -103,6 +105,17 @@ def add_pending(
 ) -> None:  # pragma: no cover - compiled
     """Wait for the verified tokens under ``draft[:length]``, whose first token goes at position
     ``at`` (``follow=False``: score it on the next tokens only)."""
+    add_pending_of(meta, tokens, count, slot, track, band, draft.reshape(1, 1, draft.shape[0]), 0, 0, length, at, follow)
+
+
+@njit(cache=True, inline="always")
+def add_pending_of(
+    meta: np.ndarray, tokens: np.ndarray, count: np.ndarray, slot: int, track: int, band: int,
+    drafts: np.ndarray, part: int, row: int, length: int, at: int, follow: bool,
+) -> None:  # pragma: no cover - compiled
+    """:func:`add_pending` of the draft ``drafts[part, row]`` (the kernels' [part, row, position]
+    tables, indexed, not sliced: a view costs a reference count update each way, per row; so the
+    entries that move are moved element by element too)."""
     if length == 0:
         return
     n = count[slot]
@@ -113,15 +126,11 @@ def add_pending(
         if meta[slot, entry, AT] != at:
             break
         if meta[slot, entry, TRACK] == track and meta[slot, entry, BAND] == band:
-            for later in range(entry, n - 1):
-                meta[slot, later] = meta[slot, later + 1]
-                tokens[slot, later] = tokens[slot, later + 1]
+            _shift_down(meta, tokens, slot, entry, n)
             n -= 1
             break
     if n == MAX_WAITING:  # the oldest goes unscored
-        for later in range(n - 1):
-            meta[slot, later] = meta[slot, later + 1]
-            tokens[slot, later] = tokens[slot, later + 1]
+        _shift_down(meta, tokens, slot, 0, n)
         n -= 1
     meta[slot, n, TRACK] = track
     meta[slot, n, BAND] = band
@@ -129,9 +138,19 @@ def add_pending(
     meta[slot, n, LENGTH] = length
     meta[slot, n, SCORED] = 0
     meta[slot, n, FOLLOW] = 1 if follow else 0
-    for j in range(length):  # element by element: a slice assignment made two array views per call
-        tokens[slot, n, j] = draft[j]
+    for j in range(length):
+        tokens[slot, n, j] = drafts[part, row, j]
     count[slot] = n + 1
+
+
+@njit(cache=True, inline="always")
+def _shift_down(meta, tokens, slot, first, n):  # pragma: no cover - compiled
+    # entries first + 1 .. n - 1 of slot move down one place (entry ``first`` is dropped)
+    for later in range(first, n - 1):
+        for column in range(meta.shape[2]):
+            meta[slot, later, column] = meta[slot, later + 1, column]
+        for j in range(tokens.shape[2]):
+            tokens[slot, later, j] = tokens[slot, later + 1, j]
 
 
 @njit(cache=True, inline="always")
@@ -150,8 +169,23 @@ def score_pending(
     per draft, when its first position is scored), so they follow acceptance that drifts. Only
     positions below ``widest`` (the longest draft limit the composite was ever asked for) are
     decayed: no draft reaches past it, so the counts there are zero, and stay so."""
+    own = (1, drafted.shape[0], drafted.shape[1], drafted.shape[2])
+    score_pending_of(slot, new_tokens, begin, end, old_length, meta, tokens, count, drafted.reshape(own),
+                     accepted.reshape(own), 0, pooled_drafted, pooled_accepted, decay, widest)
+
+
+@njit(cache=True, inline="always")
+def score_pending_of(
+    slot: int, new_tokens: np.ndarray, begin: int, end: int, old_length: int,
+    meta: np.ndarray, tokens: np.ndarray, count: np.ndarray,
+    own_drafted: np.ndarray, own_accepted: np.ndarray, stats: int, pooled_drafted: np.ndarray,
+    pooled_accepted: np.ndarray, decay: float, widest: int,
+) -> None:  # pragma: no cover - compiled
+    """:func:`score_pending` into row ``stats`` of ``own_drafted``/``own_accepted`` [request, track,
+    band, position] (the kernels' tables, indexed, not sliced: a view costs a reference count update
+    each way, per row). Waiting drafts kept are moved element by element, for the same reason."""
     new_length = old_length + (end - begin)
-    positions = drafted.shape[2]
+    positions = own_drafted.shape[3]
     kept = 0
     for entry in range(count[slot]):
         track, band, at = meta[slot, entry, TRACK], meta[slot, entry, BAND], meta[slot, entry, AT]
@@ -161,21 +195,23 @@ def score_pending(
         if reached > scored:
             if decay < 1.0 and scored == 0:
                 for j in range(min(widest, positions)):
-                    drafted[track, band, j] *= decay
-                    accepted[track, band, j] *= decay
+                    own_drafted[stats, track, band, j] *= decay
+                    own_accepted[stats, track, band, j] *= decay
             # a waiting draft's scored positions end where the new tokens start
             for j in range(scored, min(reached, positions)):
-                drafted[track, band, j] += 1.0
+                own_drafted[stats, track, band, j] += 1.0
                 pooled_drafted[track, band, j] += 1.0
                 if tokens[slot, entry, j] != new_tokens[begin + at + j - old_length]:
                     matched = False
                     break
-                accepted[track, band, j] += 1.0
+                own_accepted[stats, track, band, j] += 1.0
                 pooled_accepted[track, band, j] += 1.0
             meta[slot, entry, SCORED] = reached
         if meta[slot, entry, FOLLOW] == 1 and reached < length and matched:
             if kept != entry:
-                meta[slot, kept] = meta[slot, entry]
-                tokens[slot, kept] = tokens[slot, entry]
+                for column in range(meta.shape[2]):
+                    meta[slot, kept, column] = meta[slot, entry, column]
+                for j in range(tokens.shape[2]):
+                    tokens[slot, kept, j] = tokens[slot, entry, j]
             kept += 1
     count[slot] = kept

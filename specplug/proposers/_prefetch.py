@@ -20,16 +20,28 @@ __all__ = ["prefetch"]
 
 @intrinsic
 def prefetch(typingctx, array, index):
-    """``prefetch(array, i)``: a read prefetch of ``array[i]`` (1-d, ``0 <= i < len(array)``) into
-    every cache level (LLVM's ``llvm.prefetch``, read, locality 3, data)."""
-    if not isinstance(array, types.Array) or array.ndim != 1 or not isinstance(index, types.Integer):
+    """``prefetch(array, i)``: a read prefetch of ``array[i]`` (``0 <= i < len(array)``) into every
+    cache level (LLVM's ``llvm.prefetch``, read, locality 3, data). ``i`` is an int for a 1-d array,
+    a tuple of ``array.ndim`` ints for any: indexing the whole array, not a view of a row of it,
+    which would cost a reference count update each way."""
+    if not isinstance(array, types.Array):
+        return None
+    if isinstance(index, types.Integer):
+        if array.ndim != 1:
+            return None
+    elif not (isinstance(index, types.BaseTuple) and len(index) == array.ndim
+              and all(isinstance(at, types.Integer) for at in index)):
         return None
 
     def codegen(context, builder, signature, args):
         array_type, index_type = signature.args
         view = context.make_array(array_type)(context, builder, args[0])
-        at = context.cast(builder, args[1], index_type, types.intp)
-        pointer = cgutils.get_item_pointer(context, builder, array_type, view, [at], wraparound=False)
+        if isinstance(index_type, types.Integer):
+            indices = [context.cast(builder, args[1], index_type, types.intp)]
+        else:
+            items = cgutils.unpack_tuple(builder, args[1], len(index_type))
+            indices = [context.cast(builder, item, item_type, types.intp) for item, item_type in zip(items, index_type)]
+        pointer = cgutils.get_item_pointer(context, builder, array_type, view, indices, wraparound=False)
         byte_pointer = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
         function_type = ir.FunctionType(ir.VoidType(), [byte_pointer, i32, i32, i32])
