@@ -7,6 +7,8 @@ turn, one with the old kernel swapped in, one with the new; their drafts, scores
 asserted equal at every step, and each step's CPU time of the thread (``time.thread_time_ns``, not
 the wall clock: the machine is shared) is kept. The order alternates step by step, so drift hits
 both alike. ``--composites`` times composites beside suffix instead, each with either kernel.
+``--evict MB`` streams over a buffer of that size before each timed step (untimed), so both kernels
+run on cold caches, as when other subjects step in between (``specplug perf --interleave``).
 """
 
 from __future__ import annotations
@@ -60,7 +62,21 @@ class KernelUnderTest:
         return old
 
 
-def _step(under: KernelUnderTest, proposer, kernel, step):
+class Evictor:
+    """Streams over a buffer of ``megabytes`` before a timed step (untimed), so the step finds its
+    state in memory rather than in the caches, as after an engine's other work (0: nothing)."""
+
+    def __init__(self, megabytes: int) -> None:
+        self.buffer = np.zeros(megabytes << 20, dtype=np.uint8)
+
+    def __call__(self) -> None:
+        if len(self.buffer):
+            self.buffer += 1  # read and write every line
+
+
+def _step(under: KernelUnderTest, proposer, kernel, step, evict=None):
+    if evict is not None:
+        evict()
     under.swap_in(kernel)
     t0 = time.thread_time_ns()
     got = proposer.step_batch(step)
@@ -68,7 +84,7 @@ def _step(under: KernelUnderTest, proposer, kernel, step):
 
 
 def paired(under: KernelUnderTest, workload: str, batch: int, context: int, steps: int, k: int, skip: int,
-           old_step_batch) -> dict[str, float]:
+           old_step_batch, evict_mb: int = 0) -> dict[str, float]:
     import specplug
 
     new_kernel = under.current()
@@ -84,6 +100,7 @@ def paired(under: KernelUnderTest, workload: str, batch: int, context: int, step
     limits = np.full(batch, k, dtype=np.int64)
     times: dict[str, list[int]] = {"old": [], "new": []}
     accepted_total = 0
+    evict = Evictor(evict_mb)
     try:
         for index in range(steps):
             order = [("old", old_step_batch, pair[0]), ("new", new_kernel, pair[1])]
@@ -91,7 +108,7 @@ def paired(under: KernelUnderTest, workload: str, batch: int, context: int, step
                 order.reverse()
             got = {}
             for name, kernel, proposer in order:
-                got[name], ns = _step(under, proposer, kernel, step_of_pieces(ids, new, limits))
+                got[name], ns = _step(under, proposer, kernel, step_of_pieces(ids, new, limits), evict)
                 if index >= skip:
                     times[name].append(ns)
             a, b = got["old"], got["new"]
@@ -158,6 +175,8 @@ def main(under: KernelUnderTest, description: str, before: str) -> None:
     parser = paired_parser(description, before=before, what=f"{under.method} kernel", steps=120)
     parser.add_argument("--composites", default="", help="e.g. hybrid,adaptive: time these beside suffix instead "
                         f"(old and new {under.method} kernel each, stepping in turn; µs/row and × suffix)")
+    parser.add_argument("--evict", type=int, default=0, metavar="MB", help="before each timed step, stream over a "
+                        "buffer of this many MiB (untimed): the kernels on cold caches")
     parser.add_argument("--refcounts", action="store_true", help="then count, in each kernel's compiled LLVM, the "
                         "call sites of numba's reference-count updates and the functions left as calls")
     args = parser.parse_args()
@@ -203,7 +222,7 @@ def _run(under: KernelUnderTest, args: argparse.Namespace, old_step_batch) -> No
     print("| workload | batch | steps | old µs/row | new µs/row | new ÷ old | acc/row-step |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for workload in args.workloads.split(","):
-        got = paired(under, workload, args.batch, args.context, args.steps, args.k, args.skip, old_step_batch)
+        got = paired(under, workload, args.batch, args.context, args.steps, args.k, args.skip, old_step_batch, args.evict)
         print(f"| {workload} | {args.batch} | {args.steps - args.skip} | {got['old']:.2f} | {got['new']:.2f} | "
               f"{got['ratio']:.2f} | {got['accepted_per_row_step']:.3f} |", flush=True)
 
