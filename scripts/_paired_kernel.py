@@ -128,31 +128,33 @@ class Stepper(_BatchSubject):
     ``kernel`` swapped in for ``under`` at each of its steps; only ``step_batch`` is timed, in the
     thread's CPU time."""
 
-    def __init__(self, under: KernelUnderTest, proposer, kernel, rows, k: int) -> None:
-        self.under, self.kernel = under, kernel
+    def __init__(self, under: KernelUnderTest, proposer, kernel, rows, k: int, evict=None) -> None:
+        self.under, self.kernel, self.evict = under, kernel, evict
         under.swap_in(kernel)
         super().__init__(proposer, rows, k)
         self.times: list[int] = []
 
     def step(self, timed: bool) -> None:
-        got, ns = _step(self.under, self.proposer, self.kernel, step_of_pieces(self.ids, self.new, self.limits))
+        got, ns = _step(self.under, self.proposer, self.kernel, step_of_pieces(self.ids, self.new, self.limits),
+                        self.evict)
         if timed:
             self.times.append(ns)
         _advance(self.rows, got, self.position, self.new)
 
 
 def composites(under: KernelUnderTest, workload: str, batch: int, context: int, steps: int, k: int, skip: int,
-               names: list[str], old_step_batch) -> None:
+               names: list[str], old_step_batch, evict_mb: int = 0) -> None:
     """suffix and the composites, each with the old kernel and the new, stepping in turn (rotated)."""
     from specplug.lab._perf_batch import _create_method
 
     new_kernel = under.current()
     rows = _rows(workload, context, batch, steps * (k + 1) + 1, seed=0)
     subjects = {}
+    evict = Evictor(evict_mb)
     try:
         for name in ["suffix", *names]:
             for label, kernel in (("old", old_step_batch), ("new", new_kernel)):
-                subjects[(name, label)] = Stepper(under, _create_method(name), kernel, rows, k)
+                subjects[(name, label)] = Stepper(under, _create_method(name), kernel, rows, k, evict)
         keys = list(subjects)
         for index in range(steps):
             turn = keys[index % len(keys):] + keys[: index % len(keys)]
@@ -217,7 +219,7 @@ def _run(under: KernelUnderTest, args: argparse.Namespace, old_step_batch) -> No
         print("|---|---:|---|---:|---:|---:|---:|")
         for workload in args.workloads.split(","):
             composites(under, workload, args.batch, args.context, args.steps, args.k, args.skip, args.composites.split(","),
-                       old_step_batch)
+                       old_step_batch, args.evict)
         return
     print("| workload | batch | steps | old µs/row | new µs/row | new ÷ old | acc/row-step |")
     print("|---|---:|---:|---:|---:|---:|---:|")

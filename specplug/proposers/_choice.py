@@ -25,8 +25,8 @@ from specplug.proposers._prefetch import prefetch
 from specplug.proposers._step_times import kind_step_times_to
 
 __all__ = [
-    "EMPTY", "chained_estimate", "copy_draft", "KIND_LOOKUP", "KIND_LOOKUP_NEURAL", "KIND_NEURAL", "KIND_PLAIN", "NOT_DRAFTED", "choose_rows",
-    "finish_rows", "score_row",
+    "EMPTY", "chained_estimate", "KIND_LOOKUP", "KIND_LOOKUP_NEURAL", "KIND_NEURAL", "KIND_PLAIN", "NOT_DRAFTED", "choose_rows",
+    "copy_draft", "finish_rows", "score_row",
 ]  # fmt: skip
 
 #: rows of a step-time table [row, kinds, draft length]: the drafters a step ran

@@ -88,7 +88,10 @@ def _drafts_into(part: Proposer) -> bool:
     and nothing is copied. Its kernel writes at most each row's limit, so the lengths need no check
     either (``_part_step``)."""
     cls = type(part)
-    return isinstance(part, KernelLookup) and cls.step_batch is Proposer.step_batch and cls._step_batch is KernelLookup._step_batch
+    return (
+        isinstance(part, KernelLookup) and cls.step_batch is Proposer.step_batch
+        and cls._step_batch is KernelLookup._step_batch
+    )
 
 
 class CompositeProposer(Proposer):
