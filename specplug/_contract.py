@@ -9,6 +9,7 @@ raises leaves every request as it was.
 from __future__ import annotations
 
 import abc
+import functools
 import operator
 import threading
 from collections.abc import Hashable, Iterable, Sequence
@@ -478,6 +479,39 @@ def _int_array(values: object, what: str) -> np.ndarray:
     return array.astype(np.int64, copy=False)
 
 
+def _checked_arrays(rows: int, offsets: np.ndarray, limits: np.ndarray, tokens: object) -> np.ndarray:
+    """A step's offsets, limits and new tokens checked in Python (offsets and limits int64 arrays of
+    the step's shapes): the new tokens as an int64 array, or an error naming the bad value."""
+    if rows:
+        bounds = offsets.tolist()
+        # sorted() runs in C, and in one pass over offsets that already rise
+        if bounds[0] != 0 or bounds[-1] != len(tokens) or (rows > 1 and bounds != sorted(bounds)):
+            raise InvalidTokensError(
+                f"offsets {bounds!r:.80} must rise from 0 to len(new_tokens) = {len(tokens)}"
+            )
+        least = min(limits.tolist())
+        if least < 0:
+            raise InvalidOptionError(
+                f"limits[{limits.tolist().index(least)}] = {least} is negative; limits are ints >= 0"
+            )
+    if not isinstance(tokens, np.ndarray) or tokens.dtype != np.int64 or tokens.ndim != 1:
+        return as_token_array(tokens, "new_tokens")  # raises naming the bad value, or converts
+    if len(tokens):
+        # a step's few tokens: min/max over a list beat numpy's reductions
+        values = tokens.tolist() if len(tokens) < 256 else (int(tokens.min()), int(tokens.max()))
+        if min(values) < 0 or max(values) > MAX_TOKEN_ID:
+            as_token_array(tokens, "new_tokens")
+    return tokens
+
+
+@functools.cache
+def _compiled_arrays_check():
+    """:func:`specplug._step_arrays.step_arrays_ok`, imported on first use (it loads numba)."""
+    from specplug._step_arrays import step_arrays_ok
+
+    return step_arrays_ok
+
+
 def check_batch_size(batch_size: object) -> int:
     """``batch_size`` as an int if it is an int >= 1 (numpy integers too), else a clear error.
 
@@ -535,6 +569,8 @@ class Proposer(abc.ABC):
     def __init__(self) -> None:
         # request id -> the last draft proposed and not yet resolved by extend()
         self._pending: dict[RequestId, Draft | None] = {}
+        # the request ids of the last batch step checked, while no request starts or stops (_check_step)
+        self._checked_ids: list[RequestId] | tuple[RequestId, ...] | None = None
         # One public call at a time per proposer: the state shared by its requests (numba tables
         # by slot, output scratch, a global cache whose arrays a resize replaces, pooled
         # statistics) stays consistent when an engine calls from several threads. Reentrant, as
@@ -554,6 +590,7 @@ class Proposer(abc.ABC):
             prompt = as_token_array(prompt_ids, "prompt_ids")
             self._start(request_id, prompt)
             self._pending[request_id] = None
+            self._checked_ids = None
 
     def propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         """Draft at most ``max_tokens`` tokens to follow the request's tokens so far."""
@@ -618,6 +655,7 @@ class Proposer(abc.ABC):
         with self._lock:
             self._check_live(request_id, "stop")
             del self._pending[request_id]
+            self._checked_ids = None
             self._stop(request_id)
 
     def propose_batch(self, requests: Iterable[tuple[RequestId, int]]) -> list[Draft]:
@@ -685,25 +723,13 @@ class Proposer(abc.ABC):
                 f"a batch step of {rows} rows needs offsets of shape ({rows + 1},) and limits of shape ({rows},); "
                 f"got {offsets.shape} and {limits.shape}"
             )
-        if rows:
-            bounds = offsets.tolist()
-            # sorted() runs in C, and in one pass over offsets that already rise
-            if bounds[0] != 0 or bounds[-1] != len(tokens) or (rows > 1 and bounds != sorted(bounds)):
-                raise InvalidTokensError(
-                    f"offsets {bounds!r:.80} must rise from 0 to len(new_tokens) = {len(tokens)}"
-                )
-            least = min(limits.tolist())
-            if least < 0:
-                raise InvalidOptionError(
-                    f"limits[{limits.tolist().index(least)}] = {least} is negative; limits are ints >= 0"
-                )
-        if not isinstance(tokens, np.ndarray) or tokens.dtype != np.int64 or tokens.ndim != 1:
-            tokens = as_token_array(tokens, "new_tokens")  # raises naming the bad value, or converts
-        elif len(tokens):
-            # a step's few tokens: min/max over a list beat numpy's reductions
-            values = tokens.tolist() if len(tokens) < 256 else (int(tokens.min()), int(tokens.max()))
-            if min(values) < 0 or max(values) > MAX_TOKEN_ID:
-                as_token_array(tokens, "new_tokens")
+        # Many rows in the engine's own arrays: one compiled pass over them (_step_arrays says why); the
+        # checks in Python run only where it finds something wrong, or for anything else, and name it.
+        if not (
+            rows > 1 and tokens.__class__ is np.ndarray and tokens.dtype is _INT64 and tokens.ndim == 1
+            and _compiled_arrays_check()(offsets, limits, tokens, MAX_TOKEN_ID)
+        ):
+            tokens = _checked_arrays(rows, offsets, limits, tokens)
         pending = self._pending
         # materialised once: an iterator read here would be empty when the step is carried out
         stopped_ids = step.stopped if step.stopped.__class__ in (list, tuple) else _items(step.stopped, "BatchStep.stopped")
@@ -728,6 +754,22 @@ class Proposer(abc.ABC):
                 )
             started.add(request_id)
         ids = step.request_ids
+        # The rows of the last step checked, no request started or stopped since (start() and stop()
+        # forget them): still hashable, apart and live. Compared as a list or tuple, to a copy.
+        same_rows = not started and not stopped and ids.__class__ in (list, tuple)
+        if not (same_rows and ids == self._checked_ids):
+            self._check_ids(ids, rows, started, stopped)
+            if same_rows:
+                self._checked_ids = ids[:]
+        if (
+            offsets is not step.offsets or limits is not step.limits or tokens is not step.new_tokens
+            or starts is not step.started or stopped_ids is not step.stopped
+        ):
+            step = replace(step, offsets=offsets, limits=limits, new_tokens=tokens, started=starts, stopped=stopped_ids)
+        return step
+
+    def _check_ids(self, ids: Sequence[RequestId], rows: int, started: set, stopped: set) -> None:
+        """Every row's request id hashable, in one row only, and live or started in the step (not stopped)."""
         try:
             hash(tuple(ids))  # hashes every id in C
         except TypeError:
@@ -737,7 +779,7 @@ class Proposer(abc.ABC):
         if len(id_set) != rows:
             raise RequestStateError("a request id appears in two rows of one batch step")
         # set operations in C: no Python per row (a row's request is live, or started in the step)
-        unknown = id_set.difference(pending)
+        unknown = id_set.difference(self._pending)
         if stopped:
             unknown |= id_set & stopped
         if started:
@@ -747,12 +789,6 @@ class Proposer(abc.ABC):
             raise RequestStateError(
                 f"row for request {request_id!r}, which is not started (or stopped); start it in the step first"
             )
-        if (
-            offsets is not step.offsets or limits is not step.limits or tokens is not step.new_tokens
-            or starts is not step.started or stopped_ids is not step.stopped
-        ):
-            step = replace(step, offsets=offsets, limits=limits, new_tokens=tokens, started=starts, stopped=stopped_ids)
-        return step
 
     def _one_row_ok(self, step: BatchStep) -> bool:
         """True when a one-row step, as an engine of one sequence sends it, needs no other check.

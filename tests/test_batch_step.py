@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 import specplug
 from specplug import BatchStep, InvalidOptionError, InvalidTokensError, RequestStateError
+from specplug._contract import MAX_TOKEN_ID, _checked_arrays
+from specplug._step_arrays import step_arrays_ok
 from tests.streams import repetitive_tokens
 
 def _neural_stand_in():
@@ -377,6 +379,100 @@ def test_a_bad_one_row_step_is_caught_as_a_bigger_one_is(step, error, match):
         proposer.step_batch(step)
     assert proposer.active_requests() == ["a"]
     assert proposer.extend("a", [3]) == 0 and proposer.propose("a", 2).tokens == (1, 2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    offsets=st.lists(st.integers(-2, 6), min_size=2, max_size=6),
+    limits=st.lists(st.integers(-1, 3), min_size=1, max_size=5),
+    tokens=st.lists(st.sampled_from([-1, 0, 7, MAX_TOKEN_ID, MAX_TOKEN_ID + 1]), max_size=6),
+)
+def test_the_compiled_check_of_a_steps_arrays_passes_exactly_what_the_python_checks_pass(offsets, limits, tokens):
+    """Steps of many rows take one compiled pass over their arrays; the checks in Python, which name
+    what is wrong, must find nothing wrong in exactly the arrays it passes."""
+    offsets, limits, tokens = (np.array(values, dtype=np.int64) for values in (offsets, limits, tokens))
+    rows = len(offsets) - 1
+    limits = np.resize(limits, rows)  # the shapes are checked before either runs
+    try:
+        _checked_arrays(rows, offsets, limits, tokens)
+        python_passes = True
+    except (InvalidTokensError, InvalidOptionError):
+        python_passes = False
+    assert step_arrays_ok(offsets, limits, tokens, MAX_TOKEN_ID) == python_passes
+
+
+@pytest.mark.parametrize(
+    ("tokens", "offsets", "limits", "error", "match"),
+    [
+        ([1, 2, 3], [0, 2, 1, 3], [2, 2, 2], InvalidTokensError, "must rise"),
+        ([1, 2, 3], [0, 1, 2, 4], [2, 2, 2], InvalidTokensError, "must rise"),
+        ([1, 2, 3], [0, 1, 2, 3], [2, -3, 2], InvalidOptionError, r"limits\[1\] = -3"),
+        ([1, -2, 3], [0, 1, 2, 3], [2, 2, 2], InvalidTokensError, "negative"),
+        ([1, 2, 1 << 40], [0, 1, 2, 3], [2, 2, 2], InvalidTokensError, str(1 << 40)),
+    ],
+)
+def test_a_bad_many_row_step_names_the_bad_value(tokens, offsets, limits, error, match):
+    proposer = specplug.create("suffix")
+    for request_id in "abc":
+        proposer.start(request_id, [1, 2, 3, 1, 2])
+    with pytest.raises(error, match=match):
+        proposer.step_batch(BatchStep(list("abc"), np.array(tokens), np.array(offsets), np.array(limits)))
+    assert proposer.active_requests() == ["a", "b", "c"]
+
+
+def test_a_steps_rows_are_checked_again_after_any_start_or_stop_and_when_the_list_changes():
+    """The rows of the last step checked are not checked again while they stay the same; a start,
+    a stop (in a step or alone) or a change to the caller's list of ids makes the next step check them."""
+    proposer = specplug.create("suffix")
+    for request_id in "abc":
+        proposer.start(request_id, [1, 2, 3, 1, 2])
+    ids = ["a", "b"]
+
+    def step(ids, **lifecycle):
+        return proposer.step_batch(BatchStep.of(ids, [[1]] * len(ids), [2] * len(ids), **lifecycle))
+
+    step(ids)
+    step(ids)
+    ids[1] = "zz"  # the caller's own list, changed in place
+    with pytest.raises(RequestStateError, match="'zz'"):
+        step(ids)
+    ids[1] = "b"
+    step(ids)
+    proposer.stop("b")
+    with pytest.raises(RequestStateError, match="'b'"):
+        step(ids)
+    proposer.start("b", [1, 2, 3])
+    step(ids)
+    with pytest.raises(RequestStateError, match="'c'"):  # stopped in the step itself
+        step(["a", "c"], stopped=["c"])
+    step(["a", "c"])
+    step(["a"], stopped=["c"])
+    with pytest.raises(RequestStateError, match="'c'"):
+        step(["a", "c"])
+    with pytest.raises(RequestStateError, match="two rows"):
+        step(["a", "a"])
+    assert proposer.active_requests() == ["a", "b"]
+
+
+@pytest.mark.parametrize(("method", "options"), [("suffix", {"global_cache": False}), ("ngram", {})])
+def test_a_lookups_rows_find_their_slots_anew_once_a_request_id_comes_back_elsewhere(method, options):
+    """The rows' slots are kept while a step's rows stay the same; a request stopped and started
+    again under the same id takes another slot, and the next step with the same ids must use it."""
+    proposer = specplug.create(method, **options)
+    proposer.start("a", [1, 2, 3, 1, 2])
+    proposer.start("b", [5, 6, 7, 5, 6])
+    ids = ["a", "b"]
+    proposer.step_batch(BatchStep.of(ids, [[3], [7]], [2, 2]))
+    proposer.stop("a")
+    proposer.start("c", [9, 8, 9, 8, 9])  # takes a's old slot
+    proposer.start("a", [4, 4, 5, 4, 4])
+    got = proposer.step_batch(BatchStep.of(ids, [[5], [5]], [3, 3]))
+    fresh = specplug.create(method, **options)
+    fresh.start("a", [4, 4, 5, 4, 4])
+    fresh.start("b", [5, 6, 7, 5, 6, 7])
+    expected = fresh.step_batch(BatchStep.of(ids, [[5], [5]], [3, 3]))
+    assert got.draft(0).tokens == expected.draft(0).tokens == (4, 4, 5)
+    assert got.draft(1).tokens == expected.draft(1).tokens
 
 
 def test_a_fault_in_a_batch_path_costs_the_steps_rows_their_drafts_until_they_stop():

@@ -34,7 +34,7 @@ from specplug.proposers import _choice, _row_drafts
 from specplug.proposers._choose_step import choose_and_finish, choose_batch
 from specplug.proposers._parts import BANDS, PositionStats, checked_batch_size, estimate, optimism, score_bands_of_rows
 from specplug.proposers._pending import PendingTable
-from specplug.proposers._row_drafts import KernelLookup, RowDraft, RowDrafts
+from specplug.proposers._row_drafts import KernelLookup, RowDraft, RowDrafts, RowSlots
 from specplug.proposers._step_times import linear_step_times
 
 __all__ = ["Choosing", "CompositeProposer"]
@@ -170,10 +170,9 @@ class CompositeProposer(Proposer):
         # without a neural part and with the linear cost model (adaptive's default), the choice and the
         # drafts are made in one kernel call (_choose_step.choose_and_finish)
         self._one_call = not choosing.neurals and isinstance(choosing.cost, LinearCostModel)
-        # the last batch step's request ids and their slots, reused while the rows stay the same
-        # (cleared by every start and stop: a slot may then change)
-        self._rows_ids: Sequence[RequestId] | None = None
-        self._rows_slots = np.zeros(0, dtype=np.int64)
+        # the last batch step's rows' slots, reused while the rows stay the same (forgotten by every
+        # start and stop: a slot may then change)
+        self._rows = RowSlots()
         # neural parts whose one pass drafts every row of a step: priced once per batch (_price_shared_passes)
         self._shared_passes = np.array([bool(getattr(self.parts[index], "shared_pass", False))
                                         for index in choosing.neurals], dtype=np.bool_)
@@ -203,7 +202,7 @@ class CompositeProposer(Proposer):
                 part.stop(request_id)
             raise
         slot = self._free.pop() if self._free else self._new_slot()
-        self._rows_ids = None
+        self._rows.forget()
         self._slot[request_id] = slot
         self._own_drafted[slot] = 0.0
         self._own_accepted[slot] = 0.0
@@ -225,7 +224,7 @@ class CompositeProposer(Proposer):
 
     def _stop(self, request_id: RequestId) -> None:
         slot = self._slot.pop(request_id)
-        self._rows_ids = None
+        self._rows.forget()
         self._drafts.stop(request_id, slot)
         self._free.append(slot)
         errors = []
@@ -295,7 +294,7 @@ class CompositeProposer(Proposer):
         pending, slot_of, drafts = self._pending, self._slot, self._drafts
         if drafts.dirty:  # drafts that per-request calls made: into the arrays first
             drafts.sync(pending, slot_of)
-        slots = self._slots_of(ids, rows)
+        slots = self._rows.of(ids, self._slot)
         observed = self._observed_rows(ids, new_tokens, offsets) if self._observes else ()
         # acceptance of each row's last draft, as extend() counts it: in arrays, no Python per row
         accepted = np.zeros(rows, dtype=np.int64)
@@ -371,17 +370,6 @@ class CompositeProposer(Proposer):
                np.zeros(rows, dtype=np.bool_), np.empty(rows, dtype=np.int64))
         chosen = self._run_choice(choose_and_finish, slots, new_tokens, offsets, limits, tokens, lengths, scores, *out)
         return chosen, out
-
-    def _slots_of(self, ids: Sequence[RequestId], rows: int) -> np.ndarray:
-        """The rows' slots: the last step's array while the request ids are the same (compared as
-        a list or tuple; no start or stop since), else looked up anew."""
-        same_kind = ids.__class__ in (list, tuple)
-        if same_kind and ids == self._rows_ids:
-            return self._rows_slots
-        slots = np.fromiter(map(self._slot.__getitem__, ids), dtype=np.int64, count=rows)
-        if same_kind:
-            self._rows_ids, self._rows_slots = ids[:], slots
-        return slots
 
     def _price_shared_passes(self, slots: np.ndarray, lookup_lengths: np.ndarray, chosen: tuple[np.ndarray, ...]) -> None:
         """Each row chose as if the whole batch drafted alike, so a neural part whose one pass serves

@@ -93,8 +93,7 @@ class _Slots(SlotTable):
                     for array in (self.lengths, self.bases, self.token_caps, self.table_caps)
                 )
                 self.drafts.grow(grown)
-        self.slot[request_id] = index.slot
-        self.drafts.start(request_id, index.slot)
+        self._claim(request_id, index.slot)
 
     def publish(self, index: _Index) -> None:
         slot = index.slot
@@ -104,11 +103,9 @@ class _Slots(SlotTable):
         self.lengths[slot] = index.buffer.length
 
     def remove(self, request_id: RequestId, index: _Index) -> None:
-        del self.slot[request_id]
         slot = index.slot
         self.bases[slot] = self.token_caps[slot] = self.table_caps[slot] = self.lengths[slot] = 0
-        self.drafts.stop(request_id, slot)
-        self._free.append(slot)
+        self._release(request_id, slot)
 
 
 class NgramProposer(KernelLookup):

@@ -167,8 +167,7 @@ class _Slots(SlotTable):
                 self.bases = np.concatenate([self.bases, extra])
                 self.capacities = np.concatenate([self.capacities, extra])
                 self.drafts.grow(len(self.lengths))
-        self.slot[request_id] = slot
-        self.drafts.start(request_id, slot)
+        self._claim(request_id, slot)
         self.publish(slot, index)
 
     def publish(self, slot: int, index: RequestIndex) -> None:
@@ -178,12 +177,11 @@ class _Slots(SlotTable):
         self.lengths[slot] = index.length
 
     def remove(self, request_id: RequestId) -> None:
-        slot = self.slot.pop(request_id)
+        slot = self.slot[request_id]
         self.bases[slot] = 0
         self.capacities[slot] = 0
         self.lengths[slot] = 0
-        self.drafts.stop(request_id, slot)
-        self._free.append(slot)
+        self._release(request_id, slot)
 
 
 class SuffixProposer(KernelLookup):
