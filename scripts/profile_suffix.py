@@ -14,7 +14,9 @@ The phases' drafts are asserted equal to the whole step's at every step, so both
 The phase loops leave out what the batch kernel overlaps (its prefetches of later rows) and its
 bookkeeping (acceptance, the global cache, which these rows leave empty), so their sum differs from
 "step". Each figure: the thread's CPU time (``time.thread_time_ns``) per row, median over the timed
-steps, then over ``--repeats``. Run it with one thread:
+steps, then over ``--repeats``; beside them, how many candidates the rows' walks found (the
+first repeat's mean over rows and steps, and its largest). ``--max-candidates`` sets suffix's
+option (the most links a walk follows; fewer change the drafts). Run it with one thread:
 
   NUMBA_NUM_THREADS=1 PYTHONPATH=.pypath .venv/bin/python scripts/profile_suffix.py \\
       --batch 128 --contexts 8k,64k --workloads code-edit,text --steps 60 --repeats 3
@@ -117,11 +119,12 @@ def _start(proposer, ids, rows) -> None:
                                   [(row, rows[row][0]) for row in ids]))
 
 
-def profile(workload: str, context: int, batch: int, steps: int, k: int, skip: int) -> dict[str, float]:
-    """µs per row of each phase and of the whole step: medians over the timed steps."""
+def profile(workload: str, context: int, batch: int, steps: int, k: int, skip: int, **options) -> dict[str, float]:
+    """µs per row of each phase and of the whole step: medians over the timed steps; and the
+    candidates a row's walk found, on average ("found") and at most ("most found"), over the timed steps."""
     rows = _rows(workload, context, batch, steps * (k + 1) + 1, seed=0)
     ids = list(range(batch))
-    whole, phased = specplug.create("suffix"), specplug.create("suffix")
+    whole, phased = specplug.create("suffix", **options), specplug.create("suffix", **options)
     options = phased.options
     a_s, a_l = options.anchors
     for proposer in (whole, phased):
@@ -138,6 +141,7 @@ def profile(workload: str, context: int, batch: int, steps: int, k: int, skip: i
     position = [0] * batch
     new = [np.empty(0, np.int64)] * batch
     times: dict[str, list[int]] = {name: [] for name in (*PHASES, "step")}
+    walked: list[np.ndarray] = []
     clock = time.thread_time_ns
     for index in range(steps):
         step = step_of_pieces(ids, new, limits)
@@ -158,8 +162,11 @@ def profile(workload: str, context: int, batch: int, steps: int, k: int, skip: i
         if index >= skip:
             for name, ns in zip((*PHASES, "step"), (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
                 times[name].append(ns)
+            walked.append(found.copy())
         _advance(rows, got, position, new)
-    return {name: statistics.median(ns) / 1000 / batch for name, ns in times.items()}
+    found_all = np.concatenate(walked)
+    return {**{name: statistics.median(ns) / 1000 / batch for name, ns in times.items()},
+            "found": float(found_all.mean()), "most found": int(found_all.max())}
 
 
 def _context(text: str) -> int:
@@ -175,17 +182,21 @@ def main() -> None:
     parser.add_argument("--skip", type=int, default=5, help="first steps not timed (warm-up)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("-k", type=int, default=8)
+    parser.add_argument("--max-candidates", type=int, default=None,
+                        help="suffix's max_candidates (default: its own), the most chain links a row's walk follows")
     args = parser.parse_args()
-    print("| workload | context | append µs/row | candidates µs/row | vote µs/row | phases' sum | step µs/row |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    options = {} if args.max_candidates is None else {"max_candidates": args.max_candidates}
+    print("| workload | context | append µs/row | candidates µs/row | vote µs/row | phases' sum | step µs/row "
+          "| candidates found per row (mean, most) |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
     for context in args.contexts.split(","):
         for workload in args.workloads.split(","):
-            runs = [profile(workload, _context(context), args.batch, args.steps, args.k, args.skip)
+            runs = [profile(workload, _context(context), args.batch, args.steps, args.k, args.skip, **options)
                     for _ in range(args.repeats)]
             us = {name: statistics.median(run[name] for run in runs) for name in (*PHASES, "step")}
             total = sum(us[name] for name in PHASES)
             print(f"| {workload} | {context} | {us['append']:.2f} | {us['candidates']:.2f} | {us['vote']:.2f} | "
-                  f"{total:.2f} | {us['step']:.2f} |", flush=True)
+                  f"{total:.2f} | {us['step']:.2f} | {runs[0]['found']:.2f}, {runs[0]['most found']} |", flush=True)
 
 
 if __name__ == "__main__":
