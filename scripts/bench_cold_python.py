@@ -28,9 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from specplug import BatchStep
 from specplug.engine import step_of_pieces
-from specplug.lab._perf_batch import _advance, _create_method, _rows
+from specplug.lab._perf_batch import _BatchSubject, _create_method, _rows
 from specplug.proposers import _ngram_kernels, _suffix_kernels
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -42,15 +41,10 @@ CLOCK = time.thread_time_ns
 def stepped(method: str, workload: str, context: int, batch: int, k: int, warmup: int):
     """A proposer of ``method`` after ``warmup`` steps over the perf harness's rows, and its next step."""
     rows = _rows(workload, context, batch, (warmup + 1) * (k + 1) + 1, seed=0)
-    proposer = _create_method(method)
-    ids = list(range(batch))
-    proposer.step_batch(BatchStep(ids[:0], np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64),
-                                  [(row, rows[row][0]) for row in ids]))
-    position, new = [0] * batch, [np.empty(0, np.int64)] * batch
-    limits = np.full(batch, k, dtype=np.int64)
+    subject = _BatchSubject(_create_method(method), rows, k)
     for _ in range(warmup):
-        _advance(rows, proposer.step_batch(step_of_pieces(ids, new, limits)), position, new)
-    return proposer, step_of_pieces(ids, new, limits)
+        subject.step()
+    return subject.proposer, step_of_pieces(subject.ids, subject.new, subject.limits)
 
 
 def cold_and_warm(subjects: dict[str, object], steps: int, evict: np.ndarray) -> dict[tuple[str, str], float]:
