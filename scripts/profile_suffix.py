@@ -78,18 +78,8 @@ def _candidate_rows(memory, bases, capacities, lengths, slots, a_s, a_l, max_dep
     for first_row in range(0, rows, block_rows):
         block = min(block_rows, rows - first_row)
         for i in range(block):
-            slot = slots[first_row + i]
-            state, tokens, prev_s, head_s, prev_l, head_l = kernels.pooled_ring(memory, bases[slot], capacities[slot],
-                                                                                 a_l > 0)
-            length = lengths[slot]
-            first = max(0, length - max_depth)
-            g, long = kernels.anchor(tokens, head_s, head_l, state, tokens[first:length], length - first, a_s, a_l)
-            capacity = capacities[slot]
-            at[i] = g
-            tokens_at[i] = bases[slot] + kernels.STATE_WORDS
-            chain_at[i] = tokens_at[i] + (4 * capacity if long else capacity)
-            masks[i] = capacity - 1
-            starts[i] = state[kernels.START]
+            at[i], chain_at[i], tokens_at[i], masks[i], starts[i] = kernels.walk_start(
+                memory, bases, capacities, lengths, slots[first_row + i], a_s, a_l, max_depth)
             found[first_row + i] = 0
         kernels._walk_lockstep(memory, at, chain_at, tokens_at, masks, starts, block, ends[first_row:], found[first_row:])
         for i in range(block):

@@ -39,17 +39,8 @@ CLOCK = time.thread_time_ns
 def _walk_starts(memory, bases, capacities, lengths, slots, a_s, a_l, max_depth, at, chain_at, tokens_at, masks, starts):
     """Each row's walk as the batch kernel begins it: its anchor's latest position and its chain."""
     for row in range(len(slots)):
-        slot = slots[row]
-        state, tokens, prev_s, head_s, prev_l, head_l = kernels.pooled_ring(memory, bases[slot], capacities[slot], a_l > 0)
-        length = lengths[slot]
-        first = max(0, length - max_depth)
-        g, long = kernels.anchor(tokens, head_s, head_l, state, tokens[first:length], length - first, a_s, a_l)
-        capacity = capacities[slot]
-        at[row] = g
-        tokens_at[row] = bases[slot] + kernels.STATE_WORDS
-        chain_at[row] = tokens_at[row] + (4 * capacity if long else capacity)
-        masks[row] = capacity - 1
-        starts[row] = state[kernels.START]
+        at[row], chain_at[row], tokens_at[row], masks[row], starts[row] = kernels.walk_start(
+            memory, bases, capacities, lengths, slots[row], a_s, a_l, max_depth)
 
 
 @njit(cache=True)

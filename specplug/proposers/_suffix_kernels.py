@@ -645,17 +645,9 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
                 continue
             if limits[row] < 1:
                 continue
-            state, tokens, prev_s, head_s, prev_l, head_l = pooled_ring(memory, bases[slot], capacities[slot], a_l > 0)
-            length = lengths[slot]
-            first = max(0, length - max_depth)
-            g, long = anchor(tokens, head_s, head_l, state, tokens[first:length], length - first, a_s, a_l)
-            capacity = capacities[slot]
             drafting[i] = True
-            at[i] = g
-            tokens_at[i] = bases[slot] + STATE_WORDS
-            chain_at[i] = tokens_at[i] + (4 * capacity if long else capacity)
-            masks[i] = capacity - 1
-            starts[i] = state[START]
+            at[i], chain_at[i], tokens_at[i], masks[i], starts[i] = walk_start(memory, bases, capacities, lengths, slot,
+                                                                               a_s, a_l, max_depth)
         _walk_lockstep(memory, at, chain_at, tokens_at, masks, starts, block, ends, found)
         for i in range(block):
             if drafting[i]:
@@ -664,6 +656,21 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
                            spec_factor, spec_offset, min_token_prob, use_cache, cache, draft_lengths, draft_scores, drafts,
                            row, out, out_lengths, scores, cached, found[i], ends[i], matches, c_ends, tally)
     return stuck
+
+
+@njit(cache=True, inline="always")
+def walk_start(memory, bases, capacities, lengths, slot, a_s, a_l, max_depth):
+    """Where the chain walk of ``slot``'s ring begins, as :func:`_walk_lockstep` takes it: the latest
+    position of its context's anchor (:func:`anchor`; below the window's start when none), where the
+    chain that anchor's level follows starts in ``memory``, where its tokens start, its mask and its
+    window's start."""
+    state, tokens, prev_s, head_s, prev_l, head_l = pooled_ring(memory, bases[slot], capacities[slot], a_l > 0)
+    length = lengths[slot]
+    first = max(0, length - max_depth)
+    g, long = anchor(tokens, head_s, head_l, state, tokens[first:length], length - first, a_s, a_l)
+    capacity = capacities[slot]
+    tokens_at = bases[slot] + STATE_WORDS
+    return g, tokens_at + (4 * capacity if long else capacity), tokens_at, capacity - 1, state[START]
 
 
 @njit(cache=True)
