@@ -16,7 +16,10 @@ bookkeeping (acceptance, the global cache, which these rows leave empty), so the
 "step". Each figure: the thread's CPU time (``time.thread_time_ns``) per row, median over the timed
 steps, then over ``--repeats``; beside them, how many candidates the rows' walks found (the
 first repeat's mean over rows and steps, and its largest). ``--max-candidates`` sets suffix's
-option (the most links a walk follows; fewer change the drafts). Run it with one thread:
+option (the most links a walk follows; fewer change the drafts). With ``--evict MB`` the steps
+start on cold caches, as they do in the interleaved benchmark: before the phases and before the
+whole step, the script streams over that many MiB (untimed); the phases after the first then find
+what the earlier ones left cached, as a row's phases do inside the whole step. Run it with one thread:
 
   NUMBA_NUM_THREADS=1 PYTHONPATH=.pypath .venv/bin/python scripts/profile_suffix.py \\
       --batch 128 --contexts 8k,64k --workloads code-edit,text --steps 60 --repeats 3
@@ -109,7 +112,8 @@ def _start(proposer, ids, rows) -> None:
                                   [(row, rows[row][0]) for row in ids]))
 
 
-def profile(workload: str, context: int, batch: int, steps: int, k: int, skip: int, **options) -> dict[str, float]:
+def profile(workload: str, context: int, batch: int, steps: int, k: int, skip: int, evict: np.ndarray | None = None,
+            **options) -> dict[str, float]:
     """µs per row of each phase and of the whole step: medians over the timed steps; and the
     candidates a row's walk found, on average ("found") and at most ("most found"), over the timed steps."""
     rows = _rows(workload, context, batch, steps * (k + 1) + 1, seed=0)
@@ -136,6 +140,8 @@ def profile(workload: str, context: int, batch: int, steps: int, k: int, skip: i
     for index in range(steps):
         step = step_of_pieces(ids, new, limits)
         memory, bases, capacities, lengths = phased._pool.memory, table.bases, table.capacities, table.lengths
+        if evict is not None:
+            evict += 1  # read and write every line
         t0 = clock()
         _append_rows(memory, bases, capacities, lengths, slots, step.new_tokens, step.offsets, a_s, a_l)
         t1 = clock()
@@ -144,13 +150,16 @@ def profile(workload: str, context: int, batch: int, steps: int, k: int, skip: i
         _vote_rows(memory, bases, capacities, slots, limits, a_l, options.max_tokens, options.max_spec_factor,
                    options.max_spec_offset, options.min_token_prob, ends, matches, found, tally, out, out_lengths)
         t3 = clock()
-        got = whole.step_batch(step)
+        if evict is not None:
+            evict += 1
         t4 = clock()
+        got = whole.step_batch(step)
+        t5 = clock()
         assert got.lengths.tolist() == out_lengths.tolist(), "the phases drafted otherwise than the whole step"
         for row in range(batch):
             assert got.tokens[row, : got.lengths[row]].tolist() == out[row, : out_lengths[row]].tolist()
         if index >= skip:
-            for name, ns in zip((*PHASES, "step"), (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+            for name, ns in zip((*PHASES, "step"), (t1 - t0, t2 - t1, t3 - t2, t5 - t4)):
                 times[name].append(ns)
             walked.append(found.copy())
         _advance(rows, got, position, new)
@@ -174,14 +183,17 @@ def main() -> None:
     parser.add_argument("-k", type=int, default=8)
     parser.add_argument("--max-candidates", type=int, default=None,
                         help="suffix's max_candidates (default: its own), the most chain links a row's walk follows")
+    parser.add_argument("--evict", type=int, default=0, metavar="MB",
+                        help="stream over this many MiB before the phases and before the whole step (cold caches)")
     args = parser.parse_args()
     options = {} if args.max_candidates is None else {"max_candidates": args.max_candidates}
+    evict = np.zeros(args.evict << 20, dtype=np.uint8) if args.evict else None
     print("| workload | context | append µs/row | candidates µs/row | vote µs/row | phases' sum | step µs/row "
           "| candidates found per row (mean, most) |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
     for context in args.contexts.split(","):
         for workload in args.workloads.split(","):
-            runs = [profile(workload, _context(context), args.batch, args.steps, args.k, args.skip, **options)
+            runs = [profile(workload, _context(context), args.batch, args.steps, args.k, args.skip, evict, **options)
                     for _ in range(args.repeats)]
             us = {name: statistics.median(run[name] for run in runs) for name in (*PHASES, "step")}
             total = sum(us[name] for name in PHASES)
