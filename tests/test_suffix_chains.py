@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specplug.proposers import _suffix_kernels as kernels
-from specplug.proposers._suffix_index import GlobalCache, RequestIndex, ring_pool
+from specplug.proposers._suffix_index import BYTES_PER_SLOT, GlobalCache, RequestIndex, ring_pool
 
 SEP = kernels.SEP
 
@@ -69,7 +69,7 @@ def test_a_request_rings_walk_finds_the_anchors_occurrences_most_recent_first(pr
 @given(outputs=st.lists(tokens_of, min_size=1, max_size=10), a_l=st.sampled_from([0, 3]),
        limit=st.sampled_from([3, 6, 64]), query=st.lists(st.integers(0, 2), min_size=2, max_size=8))
 def test_the_global_caches_walk_stops_at_its_evicted_occurrences(outputs, a_l, limit, query):
-    cache = GlobalCache(max_requests=4, max_bytes=6 * 1024, anchors=(2, a_l))  # 64 slots: evicts and wraps
+    cache = GlobalCache(max_requests=4, max_bytes=64 * BYTES_PER_SLOT, anchors=(2, a_l))  # 64 slots: evicts and wraps
     query = np.array(query, dtype=np.int32)
     for output in outputs:
         cache.add(np.array(output, dtype=np.int32))
