@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from numba import njit
@@ -31,6 +33,9 @@ import specplug
 from specplug.lab._perf_batch import _BatchSubject, _rows
 from specplug.proposers import _suffix_kernels as kernels
 from specplug.proposers._prefetch import prefetch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from profile_suffix import _context  # noqa: E402
 
 CLOCK = time.thread_time_ns
 
@@ -140,9 +145,8 @@ def main() -> None:
     print("| workload | context | candidates a row (mean) | chained, cold | together, cold | chained, warm | together, warm |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for context in args.contexts.split(","):
-        tokens = int(context[:-1]) * 1024 if context.endswith("k") else int(context)
         for workload in args.workloads.split(","):
-            us = bound(workload, tokens, args.batch, args.k, args.warmup, args.repeats, evict)
+            us = bound(workload, _context(context), args.batch, args.k, args.warmup, args.repeats, evict)
             print(f"| {workload} | {context} | {us['found']:.1f} | {us['chained cold']:.2f} | {us['together cold']:.2f} | "
                   f"{us['chained warm']:.2f} | {us['together warm']:.2f} |", flush=True)
 
