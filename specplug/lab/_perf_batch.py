@@ -4,7 +4,10 @@ Every row of the batch is a request at the same context size (each its own slice
 workload's stream), stepping as an engine would: each step, every row gains the accepted
 prefix of its last draft plus the next true token, and every row is drafted for. specplug is
 timed from the rows' new tokens to its drafts: building the :class:`~specplug.BatchStep` (flat new
-tokens and offsets, as the engine layer builds it) and one :meth:`~specplug.Proposer.step_batch`. vLLM's ``NgramProposer`` is
+tokens and offsets, as the engine layer builds it) and one :meth:`~specplug.Proposer.step_batch`. The
+new tokens come as vLLM's model runner hands its drafter the sampled tokens: a list of ints per row,
+made just before the call (``tolist`` of the sampler's output, the engine's work with or without a
+drafter; untimed). vLLM's ``NgramProposer`` is
 timed in its ``propose(k, sampled, num_tokens_no_spec, token_ids_cpu)`` with the same rows
 (writing the new tokens into ``token_ids_cpu`` is the engine's work, outside the timing).
 The subjects of one batch, context and workload run one after another, or (``interleave``) step in
@@ -108,8 +111,10 @@ class _BatchSubject:
         self.accepted = 0
 
     def step(self) -> int:
+        # the new tokens as vLLM's sampler hands them to a drafter: lists of ints, made just before its call
+        sampled = [tokens.tolist() for tokens in self.new]
         t0 = time.perf_counter_ns()
-        got = self.proposer.step_batch(step_of_pieces(self.ids, self.new, self.limits))  # as the engine layer builds it
+        got = self.proposer.step_batch(step_of_pieces(self.ids, sampled, self.limits))  # as the engine layer builds it
         ns = time.perf_counter_ns() - t0
         self.accepted += _advance(self.rows, got, self.position, self.new)
         return ns
