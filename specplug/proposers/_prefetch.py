@@ -4,8 +4,8 @@ Why: a batch kernel's row makes a few dozen random reads into its own state, eac
 when the batch's state is larger than the last-level cache. The CPU overlaps misses only within
 its reorder window, a few hundred instructions, far less than a row's work; a kernel that knows
 the next rows' addresses (their ring's tail, the head-table slots their new tokens hash to) can
-start those misses one row early, so they overlap the current row's work. A hint only: it never
-faults and never changes a result.
+start those misses early (ngram: rows ahead; suffix: a block of rows ahead), so they overlap the
+current work. A hint only: it never faults and never changes a result.
 """
 
 from __future__ import annotations

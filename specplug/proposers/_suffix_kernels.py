@@ -512,8 +512,6 @@ def _step_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count
 
 #: the most new tokens of a row whose head-table slots are prefetched (more: the first ones only)
 PREFETCH_TOKENS = 16
-#: rows ahead whose ring tail is prefetched; the rows between get their head-table slots, then what they hold
-PREFETCH_ROWS = 3
 
 
 @njit(cache=True, inline="always")
@@ -534,10 +532,10 @@ def _prefetch_tail(memory, bases, capacities, lengths, slot, a_l):
 @njit(cache=True, inline="always")
 def _prefetch_tables(memory, bases, capacities, lengths, slot, new_tokens, begin, count, a_s, a_l, scratch, stored):
     """Start the misses of a later row's head-table probes: the slots its inserts and its
-    look-ups hash to, computed from its ring's tail (prefetched a row earlier) and its new tokens.
+    look-ups hash to, computed from its ring's tail (prefetched a stage earlier) and its new tokens.
     A hint: a row whose ring will grow, or a hash of an anchor that will not be indexed, costs a
     useless prefetch, never a wrong result. ``scratch`` holds ``len(scratch) >= max(a_s, a_l) +
-    PREFETCH_TOKENS`` tokens. With ``stored`` (the slots, prefetched a row earlier, are cached
+    PREFETCH_TOKENS`` tokens. With ``stored`` (the slots, prefetched a stage earlier, are cached
     now) it prefetches what the slots point at instead: the stored position's tokens (an anchor
     comparison) and chain entry (a walk's first link)."""
     base = bases[slot]
@@ -582,6 +580,19 @@ def _prefetch_slot(memory, at, tokens_at, prev_at, length, stored):
 LOCKSTEP_ROWS = 16
 
 
+@njit(cache=True, inline="always")
+def _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, first_row, stage):
+    """One prefetch stage for the rows of the block starting at ``first_row`` (none past the
+    batch): 0, their ring tails; 1, the head-table slots their inserts and look-ups hash to (the
+    tails cached by now); 2, the positions those slots hold (the slots cached by now)."""
+    for row in range(first_row, min(first_row + LOCKSTEP_ROWS, len(slots))):
+        if stage == 0:
+            _prefetch_tail(memory, bases, capacities, lengths, slots[row], a_l)
+        else:
+            _prefetch_tables(memory, bases, capacities, lengths, slots[row], new_tokens, offsets[row],
+                             offsets[row + 1] - offsets[row], a_s, a_l, scratch, stage == 2)
+
+
 @njit(cache=True)
 def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max_depth, max_candidates,
                max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
@@ -599,8 +610,9 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
 
     Rows go in blocks of ``LOCKSTEP_ROWS``: each row of a block takes its new tokens and looks
     up its anchor, then the block's chain walks run interleaved (:func:`_walk_lockstep`), then
-    each row is compared, voted and drafted. A row touches only its own ring and slot (the cache
-    is read only), so the order across rows does not change a result.
+    each row is compared, voted and drafted; meanwhile the next block's misses are started
+    (:func:`_prefetch_block`). A row touches only its own ring and slot (the cache is read only),
+    so the order across rows does not change a result.
     """
     stuck = 0
     ends = np.empty((LOCKSTEP_ROWS, max_candidates), dtype=np.int64)
@@ -617,21 +629,20 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
     scratch = np.empty(max(a_s, a_l) + PREFETCH_TOKENS, dtype=np.int64)
     cache = (c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state)
     rows = len(slots)
-    # Rows' misses overlap (_prefetch.py says why): three rows ahead, the ring's tail is prefetched;
-    # two ahead (its tail now cached), the head-table slots its inserts and look-ups hash to; one
-    # ahead (those slots now cached), the positions they hold.
-    for row in range(min(rows, PREFETCH_ROWS)):
-        _prefetch_tail(memory, bases, capacities, lengths, slots[row], a_l)
+    # A block's misses are started a block ahead, one stage in each phase of the block before
+    # (_prefetch.py says why): its rows' ring tails before that block takes its tokens, the
+    # head-table slots they hash to (computed from the tails) before it walks, and the positions
+    # those slots hold before it drafts. Rows ahead were a short lead in the take loop, where a
+    # row takes a few hundred ns (docs/performance.md, stop 33).
+    _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, 0, 0)
+    _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, 0, 1)
+    _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, 0, 2)
     for first_row in range(0, rows, LOCKSTEP_ROWS):
         block = min(LOCKSTEP_ROWS, rows - first_row)
+        following = first_row + LOCKSTEP_ROWS
+        _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, following, 0)
         for i in range(block):
             row = first_row + i
-            ahead = row + PREFETCH_ROWS
-            if ahead < rows:
-                _prefetch_tail(memory, bases, capacities, lengths, slots[ahead], a_l)
-            for later in range(row + 1, min(ahead, rows)):  # PREFETCH_ROWS - 1 rows: slots, then what they point at
-                _prefetch_tables(memory, bases, capacities, lengths, slots[later], new_tokens, offsets[later],
-                                 offsets[later + 1] - offsets[later], a_s, a_l, scratch, later == row + 1)
             drafting[i] = False
             at[i] = -1
             starts[i] = 0  # np.empty left it unset: a row that drafts nothing must still read as done
@@ -648,7 +659,9 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
             drafting[i] = True
             at[i], chain_at[i], tokens_at[i], masks[i], starts[i] = walk_start(memory, bases, capacities, lengths, slot,
                                                                                a_s, a_l, max_depth)
+        _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, following, 1)
         _walk_lockstep(memory, at, chain_at, tokens_at, masks, starts, block, ends, found)
+        _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, following, 2)
         for i in range(block):
             if drafting[i]:
                 row = first_row + i
