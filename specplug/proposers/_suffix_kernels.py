@@ -530,19 +530,18 @@ def _prefetch_tail(memory, bases, capacities, lengths, slot, a_l):
 
 
 @njit(cache=True, inline="always")
-def _prefetch_tables(memory, bases, capacities, lengths, slot, new_tokens, begin, count, a_s, a_l, scratch, stored):
+def _prefetch_tables(memory, bases, capacities, lengths, slot, new_tokens, begin, count, a_s, a_l, scratch, queued):
     """Start the misses of a later row's head-table probes: the slots its inserts and its
     look-ups hash to, computed from its ring's tail (prefetched a stage earlier) and its new tokens.
-    A hint: a row whose ring will grow, or a hash of an anchor that will not be indexed, costs a
-    useless prefetch, never a wrong result. ``scratch`` holds ``len(scratch) >= max(a_s, a_l) +
-    PREFETCH_TOKENS`` tokens. With ``stored`` (the slots, prefetched a stage earlier, are cached
-    now) it prefetches what the slots point at instead: the stored position's tokens (an anchor
-    comparison) and chain entry (a walk's first link)."""
+    Each slot's offset in ``memory`` and its level's chain offset go into ``queued`` (rows of two),
+    for :func:`_prefetch_queued`; returns how many. A hint: a row whose ring will grow, or a hash
+    of an anchor that will not be indexed, costs a useless prefetch, never a wrong result.
+    ``scratch`` holds ``max(a_s, a_l) + PREFETCH_TOKENS`` tokens, ``queued`` ``2 * (PREFETCH_TOKENS + 1)`` rows."""
     base = bases[slot]
     capacity = capacities[slot]
     length = lengths[slot]
     if length + count > capacity:
-        return
+        return 0
     count = min(count, PREFETCH_TOKENS)
     widest = max(a_s, a_l)
     kept = min(length, widest)  # ring tokens before the new ones in scratch
@@ -556,24 +555,37 @@ def _prefetch_tables(memory, bases, capacities, lengths, slot, new_tokens, begin
     head_l_at = tokens_at + 5 * capacity
     prev_s_at = tokens_at + capacity
     prev_l_at = tokens_at + 4 * capacity
+    taken = 0
     # the inserts' anchors end at global positions length - 1 .. length + count - 2 (scratch
     # kept - 1 ..); the last e is the draft's look-ups, the anchors ending at the last token
     for e in range(kept - 1, kept + count):
         if e - a_s + 1 >= 0:
-            _prefetch_slot(memory, head_s_at + (window_hash(scratch, e, a_s, NO_RING) & hmask), tokens_at, prev_s_at, length, stored)
+            at = head_s_at + (window_hash(scratch, e, a_s, NO_RING) & hmask)
+            prefetch(memory, at)
+            queued[taken, 0] = at
+            queued[taken, 1] = prev_s_at
+            taken += 1
         if a_l > 0 and e - a_l + 1 >= 0:
-            _prefetch_slot(memory, head_l_at + (window_hash(scratch, e, a_l, NO_RING) & hmask), tokens_at, prev_l_at, length, stored)
+            at = head_l_at + (window_hash(scratch, e, a_l, NO_RING) & hmask)
+            prefetch(memory, at)
+            queued[taken, 0] = at
+            queued[taken, 1] = prev_l_at
+            taken += 1
+    return taken
 
 
 @njit(cache=True, inline="always")
-def _prefetch_slot(memory, at, tokens_at, prev_at, length, stored):
-    if not stored:
-        prefetch(memory, at)
-        return
-    position = memory[at]
-    if 0 <= position < length:
-        prefetch(memory, tokens_at + position)
-        prefetch(memory, prev_at + position)
+def _prefetch_queued(memory, bases, lengths, slot, queued, taken):
+    """Start the misses of what a later row's head-table slots hold (the slots, queued by
+    :func:`_prefetch_tables` a stage earlier, are cached now): each stored position's tokens (an
+    anchor comparison) and chain entry (a walk's first link)."""
+    tokens_at = bases[slot] + STATE_WORDS
+    length = lengths[slot]
+    for j in range(taken):
+        position = memory[queued[j, 0]]
+        if 0 <= position < length:
+            prefetch(memory, tokens_at + position)
+            prefetch(memory, queued[j, 1] + position)
 
 
 #: rows whose chain walks run interleaved, link by link (their misses overlap)
@@ -581,16 +593,21 @@ LOCKSTEP_ROWS = 16
 
 
 @njit(cache=True, inline="always")
-def _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, first_row, stage):
+def _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, queued, taken,
+                    first_row, stage):
     """One prefetch stage for the rows of the block starting at ``first_row`` (none past the
     batch): 0, their ring tails; 1, the head-table slots their inserts and look-ups hash to (the
-    tails cached by now); 2, the positions those slots hold (the slots cached by now)."""
-    for row in range(first_row, min(first_row + LOCKSTEP_ROWS, len(slots))):
+    tails cached by now), queued in ``queued[i]`` (``taken[i]`` of them for the block's row i);
+    2, the positions those slots hold (the slots cached by now)."""
+    for i in range(min(LOCKSTEP_ROWS, len(slots) - first_row)):
+        row = first_row + i
         if stage == 0:
             _prefetch_tail(memory, bases, capacities, lengths, slots[row], a_l)
+        elif stage == 1:
+            taken[i] = _prefetch_tables(memory, bases, capacities, lengths, slots[row], new_tokens, offsets[row],
+                                        offsets[row + 1] - offsets[row], a_s, a_l, scratch, queued[i])
         else:
-            _prefetch_tables(memory, bases, capacities, lengths, slots[row], new_tokens, offsets[row],
-                             offsets[row + 1] - offsets[row], a_s, a_l, scratch, stage == 2)
+            _prefetch_queued(memory, bases, lengths, slots[row], queued[i], taken[i])
 
 
 @njit(cache=True)
@@ -627,6 +644,8 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
     starts = np.empty(LOCKSTEP_ROWS, dtype=np.int64)
     drafting = np.zeros(LOCKSTEP_ROWS, dtype=np.bool_)
     scratch = np.empty(max(a_s, a_l) + PREFETCH_TOKENS, dtype=np.int64)
+    queued = np.empty((LOCKSTEP_ROWS, 2 * (PREFETCH_TOKENS + 1), 2), dtype=np.int64)  # the next block's head slots
+    taken = np.zeros(LOCKSTEP_ROWS, dtype=np.int64)
     cache = (c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state)
     rows = len(slots)
     # A block's misses are started a block ahead, one stage in each phase of the block before
@@ -634,13 +653,13 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
     # head-table slots they hash to (computed from the tails) before it walks, and the positions
     # those slots hold before it drafts. Rows ahead were a short lead in the take loop, where a
     # row takes a few hundred ns (docs/performance.md, stop 33).
-    _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, 0, 0)
-    _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, 0, 1)
-    _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, 0, 2)
+    _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, queued, taken, 0, 0)
+    _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, queued, taken, 0, 1)
+    _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, queued, taken, 0, 2)
     for first_row in range(0, rows, LOCKSTEP_ROWS):
         block = min(LOCKSTEP_ROWS, rows - first_row)
         following = first_row + LOCKSTEP_ROWS
-        _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, following, 0)
+        _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, queued, taken, following, 0)
         for i in range(block):
             row = first_row + i
             drafting[i] = False
@@ -659,9 +678,9 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
             drafting[i] = True
             at[i], chain_at[i], tokens_at[i], masks[i], starts[i] = walk_start(memory, bases, capacities, lengths, slot,
                                                                                a_s, a_l, max_depth)
-        _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, following, 1)
+        _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, queued, taken, following, 1)
         _walk_lockstep(memory, at, chain_at, tokens_at, masks, starts, block, ends, found)
-        _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, following, 2)
+        _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, queued, taken, following, 2)
         for i in range(block):
             if drafting[i]:
                 row = first_row + i
