@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specplug._contract import BatchStep
+from specplug._batch import BatchStep
 from specplug.engine import step_of_pieces
 from specplug.lab._perf_batch import _advance, _BatchSubject, _rows
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specplug.proposers import _composite
+from specplug.proposers.composite import _composite
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _before import module_at, paired_parser  # noqa: E402
@@ -37,7 +37,7 @@ from _paired_kernel import Stepper  # noqa: E402
 from bench_suffix_lockstep import KERNEL as SUFFIX_KERNEL  # noqa: E402
 
 from specplug.lab._perf_batch import _create_method, _rows  # noqa: E402
-from specplug.proposers import _suffix_kernels as kernels  # noqa: E402
+from specplug.proposers.lookup import _suffix_kernels as kernels  # noqa: E402
 
 
 def _old_choice(choice, step_times, parts):
@@ -115,9 +115,9 @@ def main() -> None:
                          "--before kernels cannot take: run scripts/bench_composite_glue.py, or this script from an "
                          "older checkout")
     with tempfile.TemporaryDirectory() as folder:
-        choice = module_at(args.before, "specplug/proposers/_choice.py", "_choice_before", Path(folder))
-        step_times = module_at(args.before, "specplug/proposers/_step_times.py", "_step_times_before", Path(folder))
-        parts = module_at(args.before, "specplug/proposers/_parts.py", "_parts_before", Path(folder))
+        choice = module_at(args.before, "specplug/proposers/composite/_choice.py", "_choice_before", Path(folder))
+        step_times = module_at(args.before, "specplug/proposers/composite/_step_times.py", "_step_times_before", Path(folder))
+        parts = module_at(args.before, "specplug/proposers/composite/_parts.py", "_parts_before", Path(folder))
         old = _old_choice(choice, step_times, parts)
         print("| workload | batch | proposer | before µs/row | after µs/row | before × suffix | after × suffix "
               "| choice before µs/row | choice after µs/row |")

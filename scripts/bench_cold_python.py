@@ -30,7 +30,7 @@ import numpy as np
 
 from specplug.engine import step_of_pieces
 from specplug.lab._perf_batch import _BatchSubject, _create_method, _rows
-from specplug.proposers import _ngram_kernels, _suffix_kernels
+from specplug.proposers.lookup import _ngram_kernels, _suffix_kernels
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _before import module_at, paired_parser  # noqa: E402

@@ -51,7 +51,7 @@ def old_composites(commit: str, folder: Path) -> dict[str, object]:
     for name in ("hybrid", "adaptive"):
         path = f"specplug/proposers/{name}.py"
         text = source_at(commit, path).replace(
-            "from specplug.proposers._composite import", "from _composite_before import"
+            "from specplug.proposers.composite._composite import", "from _composite_before import"
         ).replace("@hookimpl", "")
         module = module_at(commit, path, f"_{name}_before", folder, text=text)
         proposer = getattr(module, f"{name.capitalize()}Proposer")
@@ -87,7 +87,7 @@ def refcounts(before: str, folder: Path) -> None:
     for the signatures the run called it with."""
     from _paired_kernel import refcount_sites
 
-    from specplug.proposers import _choose_step
+    from specplug.proposers.composite import _choose_step
 
     for name in _OWN:
         path = Path("specplug/proposers") / f"{name}.py"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from specplug.proposers import _ngram_kernels as kernels
+from specplug.proposers.lookup import _ngram_kernels as kernels
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _paired_kernel import KernelUnderTest, main  # noqa: E402
@@ -32,7 +32,7 @@ from _paired_kernel import KernelUnderTest, main  # noqa: E402
 #: the commit whose ngram kernel (before the lockstep blocks) is measured against
 BEFORE = "20c3785"
 
-KERNEL = KernelUnderTest("ngram", kernels, "ngram_step_batch", "specplug/proposers/_ngram_kernels.py",
+KERNEL = KernelUnderTest("ngram", kernels, "ngram_step_batch", "specplug/proposers/lookup/_ngram_kernels.py",
                           nan_scores=True)
 
 

@@ -39,12 +39,12 @@ BEFORE = "9da281b"
 def old_ngram_class(commit: str, folder: Path):
     """``NgramProposer`` as it was at ``commit``, with that commit's kernels and slot table
     (``_row_drafts``: its ``SlotTable.begin_step`` gives what that proposer unpacks)."""
-    module_at(commit, "specplug/proposers/_ngram_kernels.py", "_ngram_kernels_before", folder)
+    module_at(commit, "specplug/proposers/lookup/_ngram_kernels.py", "_ngram_kernels_before", folder)
     module_at(commit, "specplug/proposers/_row_drafts.py", "_row_drafts_before", folder)
-    text = source_at(commit, "specplug/proposers/ngram.py").replace(
+    text = source_at(commit, "specplug/proposers/lookup/ngram.py").replace(
         "from specplug.proposers import _ngram_kernels as kernels", "import _ngram_kernels_before as kernels"
     ).replace("from specplug.proposers._row_drafts import", "from _row_drafts_before import").replace("@hookimpl", "")
-    return module_at(commit, "specplug/proposers/ngram.py", "_ngram_before", folder, text=text).NgramProposer
+    return module_at(commit, "specplug/proposers/lookup/ngram.py", "_ngram_before", folder, text=text).NgramProposer
 
 
 class Stepper(_BatchSubject):
@@ -87,7 +87,7 @@ def _same(a, b) -> None:
 
 
 def run(workload: str, batch: int, context: int, steps: int, k: int, skip: int, old_class) -> None:
-    from specplug.proposers.ngram import NgramOptions
+    from specplug.proposers.lookup.ngram import NgramOptions
 
     rows = _rows(workload, context, batch, steps * (k + 1) + 1, seed=0)
     subjects = {

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from specplug.proposers import _suffix_kernels as kernels
+from specplug.proposers.lookup import _suffix_kernels as kernels
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _paired_kernel import KernelUnderTest, main  # noqa: E402
@@ -26,7 +26,7 @@ from _paired_kernel import KernelUnderTest, main  # noqa: E402
 #: the commit whose suffix kernel (row by row, before the lockstep walks) is measured against
 BEFORE = "fd1cbc9"
 
-KERNEL = KernelUnderTest("suffix", kernels, "step_batch", "specplug/proposers/_suffix_kernels.py")
+KERNEL = KernelUnderTest("suffix", kernels, "step_batch", "specplug/proposers/lookup/_suffix_kernels.py")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ CODE_SOURCES = [  # (file, function or Class.method) from this repository
     ("specplug/lab/trace.py", "parse_traces"),
     ("specplug/_cost/_files.py", "_field_line"),
     ("specplug/_cost/_files.py", "dump_cost_model"),
-    ("specplug/proposers/ngram.py", "ReferenceNgramProposer._propose"),
+    ("specplug/proposers/lookup/ngram.py", "ReferenceNgramProposer._propose"),
     ("specplug/_registry.py", "MethodRegistrar.add"),
     ("specplug/lab/bench/_replay.py", "modeled_times"),
     ("specplug/lab/bench/_llamacpp.py", "counters"),

@@ -25,7 +25,8 @@ import numpy as np
 from specplug import BatchStep
 from specplug.engine import step_of_pieces
 from specplug.lab._perf_batch import _advance, _create_method, _rows
-from specplug.proposers import _choice, _composite, _ngram_kernels, _suffix_kernels
+from specplug.proposers.composite import _choice, _composite
+from specplug.proposers.lookup import _ngram_kernels, _suffix_kernels
 
 #: the kernels timed apart: (module whose attribute the caller reads, attribute, name in the table)
 KERNELS = (

@@ -24,10 +24,11 @@ import statistics
 import time
 from collections.abc import Callable
 
-from specplug._contract import Proposer
+from specplug._proposer import Proposer
 from specplug.lab import _perf_batch
-from specplug.proposers import _row_drafts, _suffix_kernels
-from specplug.proposers.suffix import SuffixProposer
+from specplug.proposers import _row_drafts
+from specplug.proposers.lookup import _suffix_kernels
+from specplug.proposers.lookup.suffix import SuffixProposer
 
 STAGES = ("new tokens -> step", "checks", "slots", "kernel")
 CLOCK = time.perf_counter_ns

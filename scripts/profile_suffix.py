@@ -35,10 +35,10 @@ import numpy as np
 from numba import njit
 
 import specplug
-from specplug._contract import BatchStep
+from specplug._batch import BatchStep
 from specplug.engine import step_of_pieces
 from specplug.lab._perf_batch import _advance, _rows
-from specplug.proposers import _suffix_kernels as kernels
+from specplug.proposers.lookup import _suffix_kernels as kernels
 
 PHASES = ("append", "candidates", "vote")
 #: whether this checkout's vote is the linear one, with its scratch (issue 11); the script also runs on

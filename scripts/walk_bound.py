@@ -31,7 +31,7 @@ from numba import njit
 
 import specplug
 from specplug.lab._perf_batch import _BatchSubject, _rows
-from specplug.proposers import _suffix_kernels as kernels
+from specplug.proposers.lookup import _suffix_kernels as kernels
 from specplug.proposers._prefetch import prefetch
 
 sys.path.insert(0, str(Path(__file__).parent))

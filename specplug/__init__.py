@@ -1,21 +1,8 @@
 """specplug: speculative-decoding proposers written once, run inside existing engines."""
 
-from specplug._contract import (
-    DRAFT_KINDS,
-    MAX_TOKEN_ID,
-    BatchDrafts,
-    BatchStep,
-    Draft,
-    DraftKind,
-    Proposer,
-    RequestId,
-    accepted_prefix,
-    as_token_array,
-    check_batch_drafts,
-    check_draft,
-    check_tree_draft,
-    draft_accepted,
-)
+from specplug._batch import BatchDrafts, BatchStep, check_batch_drafts
+from specplug._drafts import DRAFT_KINDS, MAX_TOKEN_ID, Draft, DraftKind, RequestId, accepted_prefix, as_token_array, check_draft, check_tree_draft, draft_accepted
+from specplug._proposer import Proposer
 from specplug._errors import (
     DuplicateNameError,
     InvalidDraftError,
@@ -25,13 +12,12 @@ from specplug._errors import (
     SpecplugError,
     UnknownMethodError,
     UnknownNameError,
-    UnknownPeerError,
 )
 from specplug._guard import GuardedProposer
 from specplug._hookimpl import hookimpl
 from specplug._plugin_faults import PluginError, PluginWarning
-from specplug._plugins import create, create_peer, method_specs, methods, peer_specs
-from specplug._registry import MethodCapabilities, MethodRegistrar, MethodSpec, PeerRegistrar, PeerSpec
+from specplug._plugins import create, method_specs, methods
+from specplug._registry import MethodCapabilities, MethodRegistrar, MethodSpec
 from specplug._version import __version__
 
 __all__ = [
@@ -49,8 +35,6 @@ __all__ = [
     "MethodCapabilities",
     "MethodRegistrar",
     "MethodSpec",
-    "PeerRegistrar",
-    "PeerSpec",
     "PluginError",
     "PluginWarning",
     "Proposer",
@@ -59,7 +43,6 @@ __all__ = [
     "SpecplugError",
     "UnknownMethodError",
     "UnknownNameError",
-    "UnknownPeerError",
     "__version__",
     "accepted_prefix",
     "as_token_array",
@@ -67,10 +50,8 @@ __all__ = [
     "check_draft",
     "check_tree_draft",
     "create",
-    "create_peer",
     "draft_accepted",
     "hookimpl",
     "method_specs",
     "methods",
-    "peer_specs",
 ]

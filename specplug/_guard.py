@@ -9,16 +9,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specplug._contract import (
-    BatchDrafts,
-    BatchStep,
-    Draft,
-    Proposer,
-    RequestId,
-    check_batch_drafts,
-    check_draft,
-    check_tree_draft,
-)
+from specplug._batch import BatchDrafts, BatchStep, check_batch_drafts
+from specplug._drafts import Draft, RequestId, check_draft, check_tree_draft
+from specplug._proposer import Proposer
 from specplug._errors import InvalidDraftError, RequestStateError
 
 __all__ = ["GuardedProposer"]

@@ -23,7 +23,7 @@ import pluggy
 from pydantic import BaseModel, ValidationError
 
 from specplug import hookspecs
-from specplug._contract import Proposer
+from specplug._proposer import Proposer
 from specplug._cost._files import load_cost_model
 from specplug._cost._linear import CostModel
 from specplug._errors import CostModelError, InvalidOptionError, SpecplugError, UnknownMethodError, UnknownPeerError
@@ -48,11 +48,11 @@ ENTRY_POINT_GROUP = "specplug"
 #: the core's built-in plugins (its methods and cost presets), by name and module, registered
 #: before any entry point; adapters, engines and the CLI register their own, never here
 BUILTIN_PLUGINS: dict[str, str] = {
-    "specplug.ngram": "specplug.proposers.ngram",
-    "specplug.suffix": "specplug.proposers.suffix",
-    "specplug.cost": "specplug._cost._presets",
-    "specplug.hybrid": "specplug.proposers.hybrid",
-    "specplug.adaptive": "specplug.proposers.adaptive",
+    "specplug.ngram": "specplug.proposers.lookup.ngram",
+    "specplug.suffix": "specplug.proposers.lookup.suffix",
+    "specplug.cost": "specplug._builtin_cost_models",
+    "specplug.hybrid": "specplug.proposers.composite.hybrid",
+    "specplug.adaptive": "specplug.proposers.composite.adaptive",
 }
 
 
@@ -164,7 +164,7 @@ def _describe(subject: str, options: type[BaseModel], error: ValidationError) ->
 def validate_options(subject: str, options: type[ModelT], values: dict[str, Any]) -> ModelT:
     """``options`` validated from ``values``, or an InvalidOptionError naming ``subject`` and each problem.
 
-    >>> from specplug.proposers.ngram import NgramOptions
+    >>> from specplug.proposers.lookup.ngram import NgramOptions
     >>> validate_options("method 'ngram'", NgramOptions, {"min_n": 0})
     Traceback (most recent call last):
     ...

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from specplug._contract import DRAFT_KINDS, DraftKind
+from specplug._drafts import DRAFT_KINDS, DraftKind
 from specplug._cost._files import load_cost_model
 from specplug._cost._linear import CostModel
 from specplug._errors import CostModelError, DuplicateNameError, InvalidOptionError
@@ -103,7 +103,7 @@ class MethodSpec:
         lines = []
         for option, info in self.options.model_fields.items():
             annotation = getattr(info.annotation, "__name__", None) or str(info.annotation)
-            annotation = _QUALIFIED.sub(r"\1", annotation)  # specplug._contract.Proposer -> Proposer
+            annotation = _QUALIFIED.sub(r"\1", annotation)  # specplug._proposer.Proposer -> Proposer
             default = "required" if info.is_required() else f"= {info.get_default(call_default_factory=True)!r}"
             lines.append(f"{option}: {annotation} {default}  {info.description or ''}".rstrip())
         return lines

@@ -69,7 +69,7 @@ def specplug_register_peers(registrar: PeerRegistrar) -> None:
     """Register peers: other engines' own drafting code behind the proposer contract, for benchmarks.
 
     Called once per plugin manager, the first time a peer is looked up by name
-    (``specplug.peer_specs()``, ``specplug.create_peer()``, a benchmark's ``peer:NAME``),
+    (``specplug.lab.peers.peer_specs()``, ``specplug.lab.peers.create_peer()``, a benchmark's ``peer:NAME``),
     never at import time.
 
     :param registrar: call ``registrar.add(name, factory, options=Model, summary=...)`` for

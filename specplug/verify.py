@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplug._contract import accepted_prefix, as_token_array
+from specplug._drafts import accepted_prefix, as_token_array
 from specplug._errors import InvalidOptionError
 
 __all__ = ["Verdict", "verify_greedy", "verify_sampled"]

@@ -7,7 +7,7 @@ import pytest
 
 import specplug
 from specplug.cost import CostModelError, OnlineCostModel, cost_model
-from specplug.proposers._parts import score_band
+from specplug.proposers.composite._parts import score_band
 from tests._scripted import Oracle, drive, geometric, late_lengths_by_batch, with_room
 
 PROMPT = [7] * 50

@@ -28,7 +28,7 @@ ENGINE_LIBRARIES = frozenset({"vllm", "llama_cpp", "sglang", "tensorrt_llm", "to
 def ring(module: str) -> str:
     """The ring of a specplug module.
 
-    >>> ring("specplug.proposers.suffix"), ring("specplug.engine._sync"), ring("specplug_adapters.vllm")
+    >>> ring("specplug.proposers.lookup.suffix"), ring("specplug.engine._sync"), ring("specplug_adapters.vllm")
     ('core', 'engine', 'adapter:vllm')
     """
     parts = module.split(".")

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 import specplug
 from specplug import BatchStep, InvalidOptionError, InvalidTokensError, RequestStateError
-from specplug._contract import MAX_TOKEN_ID, _checked_arrays
+from specplug._batch import checked_step_arrays
+from specplug._drafts import MAX_TOKEN_ID
 from specplug._step_arrays import step_arrays_ok
 from tests.streams import repetitive_tokens
 
@@ -208,7 +209,7 @@ def test_suffix_lockstep_kernel_equals_the_row_by_row_kernel_over_several_blocks
     runs each row alone (``_step_row``). Over batches of several blocks (a last one part full),
     rows that ask for no draft, rings that outgrow their blocks (rows the kernel hands back) and a
     global cache, both give the same drafts, scores and acceptance, and both equal the per-request path."""
-    from specplug.proposers._suffix_kernels import LOCKSTEP_ROWS
+    from specplug.proposers.lookup._suffix_kernels import LOCKSTEP_ROWS
 
     lockstep = _batch_kernel_always(specplug.create("suffix", max_candidates=12))
     rows_alone = _parallel(specplug.create("suffix", max_candidates=12))
@@ -249,7 +250,7 @@ def test_ngram_serial_kernel_equals_the_row_alone_kernel_over_many_rows(options)
     each row alone. Over batches of many rows, rows that ask for no draft, rows with more new
     tokens than are prefetched, and arrays that outgrow their room (rows the kernel hands back),
     both give the same drafts and acceptance, and both equal the per-request path."""
-    from specplug.proposers._ngram_kernels import PREFETCH_TOKENS
+    from specplug.proposers.lookup._ngram_kernels import PREFETCH_TOKENS
 
     serial = _batch_kernel_always(specplug.create("ngram", **options))
     rows_alone = _parallel(specplug.create("ngram", **options))
@@ -394,7 +395,7 @@ def test_the_compiled_check_of_a_steps_arrays_passes_exactly_what_the_python_che
     rows = len(offsets) - 1
     limits = np.resize(limits, rows)  # the shapes are checked before either runs
     try:
-        _checked_arrays(rows, offsets, limits, tokens)
+        checked_step_arrays(rows, offsets, limits, tokens)
         python_passes = True
     except (InvalidTokensError, InvalidOptionError):
         python_passes = False
@@ -477,7 +478,7 @@ def test_a_lookups_rows_find_their_slots_anew_once_a_request_id_comes_back_elsew
 
 def test_a_fault_in_a_batch_path_costs_the_steps_rows_their_drafts_until_they_stop():
     from specplug import GuardedProposer
-    from specplug.proposers.ngram import NgramOptions, NgramProposer
+    from specplug.proposers.lookup.ngram import NgramOptions, NgramProposer
 
     class Breaks(NgramProposer):
         broken = False
@@ -536,7 +537,7 @@ def test_suffix_lockstep_walk_skips_rows_that_draft_nothing_whatever_their_windo
     ``at = -1``; the walk must not read its chain, whatever its other fields hold. Before the
     fix, the first block's ``starts`` came from ``np.empty``: a negative leftover let the walk
     follow link -1 into an arbitrary address (CI's segmentation fault in stop 24)."""
-    from specplug.proposers._suffix_kernels import _walk_lockstep
+    from specplug.proposers.lookup._suffix_kernels import _walk_lockstep
 
     memory = np.zeros(64, dtype=np.int32)
     block = 3

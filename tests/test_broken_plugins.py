@@ -13,15 +13,16 @@ import warnings
 import pytest
 
 import specplug
+import specplug.lab.peers as peers
 from specplug import _plugins
 from specplug._plugins import PluginError, PluginWarning
 from specplug.cost import cost_model
-from specplug.proposers.ngram import NgramProposer
+from specplug.proposers.lookup.ngram import NgramProposer
 from tests.conftest import install_distribution
 
 HEADER = """
 import specplug
-from specplug.proposers.ngram import NgramOptions, NgramProposer
+from specplug.proposers.lookup.ngram import NgramOptions, NgramProposer
 from specplug.cost import cost_model
 """
 
@@ -56,7 +57,7 @@ BROKEN = {
                 registrar.add("llama-3.1-8b-h100", str(path), summary="a copy")
         """,
         None,
-        "it registers cost model 'llama-3.1-8b-h100', which plugin 'specplug.cost' (specplug._cost._presets) registered first",
+        "it registers cost model 'llama-3.1-8b-h100', which plugin 'specplug.cost' (specplug._builtin_cost_models) registered first",
     ),
     "dupmethod": (
         """
@@ -66,7 +67,7 @@ BROKEN = {
             registrar.add("ngram", NgramProposer, options=NgramOptions, summary="a second ngram")
         """,
         None,
-        "it registers method 'ngram', which plugin 'specplug.ngram' (specplug.proposers.ngram) registered first",
+        "it registers method 'ngram', which plugin 'specplug.ngram' (specplug.proposers.lookup.ngram) registered first",
     ),
     "badname": (
         """
@@ -94,7 +95,7 @@ BROKEN = {
             registrar.add("shadow", NgramProposer, options=NgramOptions, summary="x")
         """,
         "specplug.suffix",
-        "its name is taken by plugin 'specplug.suffix' (specplug.proposers.suffix)",
+        "its name is taken by plugin 'specplug.suffix' (specplug.proposers.lookup.suffix)",
     ),
 }
 
@@ -121,7 +122,7 @@ def test_a_broken_plugin_is_reported_once_and_the_built_ins_keep_working(name, t
         proposer = specplug.create("ngram", min_n=1, max_n=2)
         specplug.create("suffix")
         cost_model("llama-3.1-8b-h100")
-        specplug.peer_specs()
+        peers.peer_specs()
         specplug.methods()
     reports = [str(w.message) for w in caught if issubclass(w.category, PluginWarning)]
     assert len(reports) == 1, reports

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import specplug
-from specplug.proposers._pending import PendingTable, add_pending, score_pending
+from specplug.proposers.composite._pending import PendingTable, add_pending, score_pending
 from tests._scripted import Oracle
 
 

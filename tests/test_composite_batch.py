@@ -200,7 +200,7 @@ def test_a_long_batch_run_drafts_learns_and_matches_the_per_request_calls(config
 def test_the_batch_step_times_are_the_cost_models_own(batch: int) -> None:
     # the one-pass kernel (_step_times) against spec_step_times row by row, to the last bit
     from specplug.cost import spec_step_times
-    from specplug.proposers._composite import _KINDS
+    from specplug.proposers.composite._composite import _KINDS
 
     adaptive = specplug.create("adaptive", batch_size=batch, max_positions=9)
     contexts = np.random.default_rng(batch).integers(0, 300_000, size=50)
@@ -215,7 +215,7 @@ def test_the_batch_score_bands_are_score_bands_own() -> None:
     """The batch step's bands (numpy's logarithm, one numba pass for the rest) equal
     ``score_bands`` element by element: random scores, NaN (no score), negatives, scores at and
     one ULP beside each band's edge, drafts shorter and longer than asked."""
-    from specplug.proposers._parts import _BANDS_PER_DOUBLING, score_bands, score_bands_of_rows
+    from specplug.proposers.composite._parts import _BANDS_PER_DOUBLING, score_bands, score_bands_of_rows
 
     rng = np.random.default_rng(5)
     edges = 2.0 ** (np.arange(12) / _BANDS_PER_DOUBLING) - 1.0
@@ -292,7 +292,7 @@ def test_the_one_call_choice_and_drafts_equal_the_choice_then_finish(config, mon
     every step of a long batch run, both from the same state: choices, cuts, expectations, drafts,
     lengths, scores, whether the neural pass is needed, and all the state they change, element by
     element."""
-    from specplug.proposers._composite import CompositeProposer
+    from specplug.proposers.composite._composite import CompositeProposer
 
     one_call = CompositeProposer._choose_finished
     compared = {"rows": 0, "drafted": 0, "empty": 0, "not_drafted": 0}
@@ -338,7 +338,7 @@ def test_a_full_waiting_table_grows_and_the_kernel_runs_again(config, monkeypatc
     """The batch kernels check the waiting-draft table's room before they change anything; when it
     runs out they ask for more and are called again. From a table of one entry per request, a long
     run grows it step after step and drafts and learns exactly as a twin whose table had room."""
-    from specplug.proposers._pending import PendingTable
+    from specplug.proposers.composite._pending import PendingTable
 
     grown = []
     make_room = PendingTable.make_room
@@ -426,7 +426,7 @@ def test_the_one_kernel_choice_equals_bands_step_times_and_choose_rows(config, m
     ``linear_step_times``, ``_choice.choose_rows`` through ``_choose``): at every step of a long
     batch run, both from the same state, every output and everything they change equal element
     by element."""
-    from specplug.proposers._composite import CompositeProposer
+    from specplug.proposers.composite._composite import CompositeProposer
 
     one_kernel = CompositeProposer._choose_batch
     compared = {"rows": 0, "chosen_lookup": 0, "chosen_neural": 0, "priced": 0}

@@ -185,7 +185,7 @@ def test_vectorised_step_times_equal_the_scalar_ones():
 
 
 def test_fit_recovers_coefficients_and_drops_negative_ones():
-    from specplug.cost._fit import fit_verify
+    from specplug._cost._fit import fit_verify
 
     rng = np.random.default_rng(1)
     samples = [(kv, n, (2e-8 * kv + 3e-4 * n + 4e-3) * (1 + 0.001 * rng.standard_normal())) for kv in (64, 512, 2048) for n in (1, 4, 16, 32)]
@@ -218,10 +218,10 @@ def test_doctests():
     import doctest
 
     import specplug._cost._linear
-    import specplug.cost._fit
+    import specplug._cost._fit
     import specplug._cost._steps
 
-    for module in (specplug.cost, specplug.cost._fit, specplug._cost._linear, specplug._cost._steps):
+    for module in (specplug.cost, specplug._cost._fit, specplug._cost._linear, specplug._cost._steps):
         result = doctest.testmod(module)
         assert result.failed == 0, module.__name__
 

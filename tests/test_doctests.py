@@ -8,7 +8,9 @@ import importlib
 import pytest
 
 MODULES = [
-    "specplug._contract",
+    "specplug._drafts",
+    "specplug._batch",
+    "specplug._proposer",
     "specplug._plugins",
     "specplug._plugin_faults",
     "specplug._inputs",
@@ -16,15 +18,15 @@ MODULES = [
     "specplug._registry",
     "specplug._guard",
     "specplug.verify",
-    "specplug.proposers.ngram",
-    "specplug.proposers.suffix",
-    "specplug.proposers._suffix_index",
-    "specplug.proposers._parts",
-    "specplug.proposers.hybrid",
-    "specplug.proposers.adaptive",
-    "specplug.proposers._pending",
+    "specplug.proposers.lookup.ngram",
+    "specplug.proposers.lookup.suffix",
+    "specplug.proposers.lookup._suffix_index",
+    "specplug.proposers.composite._parts",
+    "specplug.proposers.composite.hybrid",
+    "specplug.proposers.composite.adaptive",
+    "specplug.proposers.composite._pending",
     "specplug._cost._steps",
-    "specplug.cost._online",
+    "specplug._cost._online",
 ]
 
 

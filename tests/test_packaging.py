@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 import specplug
+import specplug.lab.peers as peers
 from specplug.cost import cost_models
+from specplug.lab import peers
 from specplug.lab.bench._tracegen import PROMPT_SETS
 
 if sys.version_info >= (3, 11):
@@ -41,6 +43,7 @@ from pathlib import Path
 import specplug, specplug_adapters, specplug_presets
 from specplug._presets import list_presets
 from specplug.cost import cost_models
+from specplug.lab import peers
 from specplug.lab.bench import default_traces
 from specplug.lab.bench._tracegen import PROMPT_SETS, load_prompt_sets
 from specplug.lab.llamacpp._prompts import load_prompts, shipped_prompts
@@ -68,7 +71,7 @@ print(json.dumps({
     "prompt_sets": sorted(name for name in PROMPT_SETS if load_prompt_sets([name])),
     "raw_prompts": sorted(p.stem for p in raw.glob("*.jsonl") if load_prompts(shipped_prompts(p.stem))),
     "trtllm_schema": bool(load_schema()),
-    "peers": sorted(specplug.peer_specs()),
+    "peers": sorted(peers.peer_specs()),
 }))
 """
 
@@ -139,7 +142,7 @@ def test_every_declared_entry_point_loads_from_the_wheel(venv: Path, probe: dict
         for _, module_file in found.values():
             assert Path(module_file).is_relative_to(venv)
     # the lab's peers, registered through the `specplug` group, are there as in the checkout
-    assert probe["peers"] == sorted(specplug.peer_specs())
+    assert probe["peers"] == sorted(peers.peer_specs())
 
 
 def test_every_kind_of_shipped_data_resolves_from_the_wheel(probe: dict) -> None:

@@ -13,7 +13,7 @@ from specplug._plugins import PluginWarning, build_plugin_manager
 from specplug._registry import MethodRegistrar
 from specplug.cli import build_app
 from tests.conftest import install_distribution
-from specplug.proposers.ngram import NgramOptions, NgramProposer
+from specplug.proposers.lookup.ngram import NgramOptions, NgramProposer
 
 THROWAWAY = '''
 """An out-of-tree proposer that always drafts the last token again."""

@@ -6,9 +6,10 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 import specplug
+import specplug.lab.peers as peers
 from specplug._plugins import Catalog, PluginError, PluginWarning, build_plugin_manager
 from specplug.cost import CostModelRegistrar, cost_model
-from specplug.proposers.ngram import NgramOptions, NgramProposer
+from specplug.proposers.lookup.ngram import NgramOptions, NgramProposer
 
 
 def _method(registrar, name, summary="fine"):
@@ -26,7 +27,7 @@ def _cost(registrar, name, summary="fine"):
 REGISTRARS = [
     pytest.param(specplug.MethodRegistrar, _method, "method", id="methods"),
     pytest.param(CostModelRegistrar, _cost, "cost model", id="cost-models"),
-    pytest.param(specplug.PeerRegistrar, _peer, "peer", id="peers"),
+    pytest.param(peers.PeerRegistrar, _peer, "peer", id="peers"),
 ]
 
 
@@ -114,26 +115,26 @@ def peer_catalog(monkeypatch):
 
 def test_peers_register_through_their_hook_on_first_use(peer_catalog):
     assert peer_catalog.calls == 0  # building the catalog collects methods, not peers
-    specs = specplug.peer_specs()
+    specs = peers.peer_specs()
     assert list(specs) == ["echo-peer", "not-a-proposer"] and peer_catalog.calls == 1
     spec = specs["echo-peer"]
     assert (spec.summary, spec.options, spec.factory, spec.origin) == ("repeats the last token", EchoOptions, Echo, __name__)
-    peer = specplug.create_peer("echo-peer", repeat=2)
+    peer = peers.create_peer("echo-peer", repeat=2)
     peer.start("r", [4, 5])
     assert peer.propose("r", 8).tokens == (5, 5)
-    specplug.peer_specs()
+    peers.peer_specs()
     assert peer_catalog.calls == 1  # collected once per catalog
 
 
 def test_create_peer_errors_name_the_bad_value_and_the_valid_ones(peer_catalog):
-    with pytest.raises(specplug.UnknownPeerError, match="unknown peer 'nope'; valid peers: echo-peer, not-a-proposer"):
-        specplug.create_peer("nope")
+    with pytest.raises(peers.UnknownPeerError, match="unknown peer 'nope'; valid peers: echo-peer, not-a-proposer"):
+        peers.create_peer("nope")
     with pytest.raises(specplug.InvalidOptionError, match="peer 'echo-peer': unknown option 'k'. Valid options: repeat"):
-        specplug.create_peer("echo-peer", k=3)
+        peers.create_peer("echo-peer", k=3)
     with pytest.raises(specplug.InvalidOptionError, match="peer 'echo-peer': option repeat = '2'"):
-        specplug.create_peer("echo-peer", repeat="2")
+        peers.create_peer("echo-peer", repeat="2")
     with pytest.raises(PluginError, match="peer 'not-a-proposer' of plugin 'peers' .* not a specplug.Proposer"):
-        specplug.create_peer("not-a-proposer")
+        peers.create_peer("not-a-proposer")
 
 
 def test_a_duplicate_peer_from_two_plugins_leaves_the_second_out():
@@ -148,18 +149,18 @@ def test_the_core_registers_no_peer_and_no_command(fresh_catalog):
 
     core_only = Catalog(build_plugin_manager(entry_points=False))
     assert core_only.peers() == {}
-    assert all(module.startswith(("specplug.proposers.", "specplug._cost.")) for module in BUILTIN_PLUGINS.values())
+    assert all(module.startswith(("specplug.proposers.", "specplug._builtin_cost_models")) for module in BUILTIN_PLUGINS.values())
     assert not core_only.manager.hook.specplug_add_commands.get_hookimpls()
 
 
 def test_the_lab_peers_register_through_their_entry_point(fresh_catalog):
-    specs = specplug.peer_specs()
+    specs = peers.peer_specs()
     assert sorted(specs) == ["arctic-suffix", "sglang-ngram", "vllm-ngram"]
     assert all(spec.origin.startswith("specplug.lab.peers.") for spec in specs.values())
 
 
 def test_peer_registrar_checks_factory_and_options():
     with pytest.raises(specplug.InvalidOptionError, match="peer 'p': factory 3 is not callable"):
-        specplug.PeerRegistrar().add("p", 3, options=EchoOptions, summary="x")
+        peers.PeerRegistrar().add("p", 3, options=EchoOptions, summary="x")
     with pytest.raises(specplug.InvalidOptionError, match="peer 'p': options must be a pydantic model class"):
-        specplug.PeerRegistrar().add("p", Echo, options=dict, summary="x")
+        peers.PeerRegistrar().add("p", Echo, options=dict, summary="x")

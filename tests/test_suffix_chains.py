@@ -13,8 +13,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specplug.proposers import _suffix_kernels as kernels
-from specplug.proposers._suffix_index import BYTES_PER_SLOT, GlobalCache, RequestIndex, ring_pool
+from specplug.proposers.lookup import _suffix_kernels as kernels
+from specplug.proposers.lookup._suffix_index import BYTES_PER_SLOT, GlobalCache, RequestIndex, ring_pool
 
 SEP = kernels.SEP
 

@@ -17,7 +17,7 @@ from numba import njit
 
 import specplug
 from specplug import BatchStep
-from specplug.proposers import _suffix_kernels as kernels
+from specplug.proposers.lookup import _suffix_kernels as kernels
 
 SEP = kernels.SEP
 END = kernels.END

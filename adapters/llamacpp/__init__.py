@@ -15,8 +15,9 @@ The llama-cpp-python parts are imported on first use, so the server side works w
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from specplug.engine._lazy import lazy_attributes
 from specplug_adapters.llamacpp._binary import check_flags, find_server, help_options, server_help
 from specplug_adapters.llamacpp._errors import (
     BinaryNotFoundError,
@@ -48,16 +49,8 @@ __all__ = [
     "server_help",
 ]
 
-_LAZY = {
+# llama-cpp-python loads its shared library on import: only when these are used
+__getattr__ = lazy_attributes(__name__, {
     "SpecplugDraftModel": "specplug_adapters.llamacpp._drafter",
     "LlamaModelProposer": "specplug_adapters.llamacpp._neural",
-}
-
-
-def __getattr__(name: str) -> Any:
-    # llama-cpp-python loads its shared library on import: only when these are used
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+})

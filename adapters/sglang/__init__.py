@@ -17,8 +17,9 @@ fault isolation and counters are the engine layer's (:mod:`specplug.engine`). Im
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from specplug.engine._lazy import lazy_attributes
 from specplug_adapters.sglang._compat import TESTED_SGLANG, installed_sglang_version, version_problem
 from specplug_adapters.sglang._config import (
     DEFAULT_NUM_DRAFT_TOKENS,
@@ -73,20 +74,12 @@ __all__ = [
     "version_problem",
 ]
 
-_LAZY = {
+# SGLang's modules load only when asked for: the launcher registers names without the worker
+__getattr__ = lazy_attributes(__name__, {
     "EagleOverlay": "specplug_adapters.sglang._eagle",
     "SpecplugEagle3SpecAlgo": "specplug_adapters.sglang._spec",
     "SpecplugEagleSpecAlgo": "specplug_adapters.sglang._spec",
     "SpecplugEagleWorker": "specplug_adapters.sglang._eagle",
     "SpecplugSpecAlgo": "specplug_adapters.sglang._spec",
     "SpecplugWorker": "specplug_adapters.sglang._worker",
-}
-
-
-def __getattr__(name: str) -> Any:
-    # SGLang's modules load only when asked for: the launcher registers names without the worker
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+})

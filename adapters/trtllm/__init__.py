@@ -16,9 +16,9 @@ TensorRT-LLM's ``Drafter`` when it imports (see docs/trtllm.md).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from specplug.engine._lazy import lazy_attributes
 from specplug_adapters.trtllm._compat import (
     INSTALL_HINT,
     SOURCE_COMMIT,
@@ -58,17 +58,11 @@ __all__ = [
     "version_problem",
 ]
 
-_LAZY = {
+# the drafter module imports TensorRT-LLM (when installed) to subclass its Drafter: only on use
+__getattr__ = lazy_attributes(__name__, {
     "SpecplugDrafter": "specplug_adapters.trtllm._drafter",
     "SpecplugResourceManager": "specplug_adapters.trtllm._resources",
     "serve": "specplug_adapters.trtllm._launcher",
     "speculative_config": "specplug_adapters.trtllm._config",
     "speculative_config_dict": "specplug_adapters.trtllm._config",
-}
-
-
-def __getattr__(name: str) -> Any:
-    # the drafter module imports TensorRT-LLM (when installed) to subclass its Drafter: only on use
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+})

@@ -17,8 +17,9 @@ this package holds vLLM's glue only. Importing it imports no vLLM.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from specplug.engine._lazy import lazy_attributes
 from specplug_adapters.vllm._compat import TESTED_VLLM, installed_vllm_version, version_problem
 from specplug_adapters.vllm._config import (
     DRAFTER_PATH,
@@ -59,17 +60,9 @@ __all__ = [
     "vllm_method_names",
 ]
 
-_LAZY = {
+# vLLM imports the drafter by its dotted path; importing the package stays cheap
+__getattr__ = lazy_attributes(__name__, {
     "SpecplugDrafter": "specplug_adapters.vllm._drafter",
     "EngineDrafts": "specplug_adapters.vllm._hybrid",
     "HybridOverlay": "specplug_adapters.vllm._hybrid",
-}
-
-
-def __getattr__(name: str) -> Any:
-    # vLLM imports the drafter by its dotted path; importing the package stays cheap
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+})

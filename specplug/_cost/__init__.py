@@ -1,6 +1,7 @@
-"""Cost-model types and their TOML file format, kept below the plugin registry.
+"""How cost models work: the types, their TOML files, step times, online estimates, fitting.
 
-The registrar that plugins hand cost models to validates them with these types, and the
-plugin registry sits below :mod:`specplug.cost` (whose ``cost_model(name)`` looks names up
-in it); so the types cannot live in that package. :mod:`specplug.cost` re-exports them.
+:mod:`specplug.cost` is the public face of this package. The implementation sits here, below the
+plugin registry, because the registry validates the cost models plugins hand it and composites
+price drafts with these types, while :mod:`specplug.cost` looks names up in that registry: one
+package for both would import itself through the registry.
 """

@@ -6,7 +6,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from specplug._contract import DRAFT_KINDS  # the drafter kinds a cost model prices: those proposers declare
+from specplug._drafts import DRAFT_KINDS  # the drafter kinds a cost model prices: those proposers declare
 from specplug._errors import CostModelError
 
 __all__ = ["DRAFT_KINDS", "CostModel", "DraftTable", "DraftTerm", "LinearCostModel", "VerifyTerm", "check_draft_kind"]

@@ -11,7 +11,7 @@ from specplug._cost._linear import DRAFT_KINDS, CostModel, DraftTable, DraftTerm
 from specplug._errors import CostModelError
 from specplug._plugins import cost_model, cost_models
 from specplug._registry import CostModelRegistrar, CostModelSpec
-from specplug.cost._online import OnlineCostModel
+from specplug._cost._online import OnlineCostModel
 from specplug._cost._steps import plain_step_time, spec_step_time, spec_step_times
 
 __all__ = [

@@ -20,15 +20,15 @@ It imports specplug's core only: no adapter and no engine.
 """
 
 from specplug.engine._drafting import EngineDrafting
-from specplug.engine._keyed import KeyedHistorySync
-from specplug.engine._methods import (
+from specplug.engine._keyed_history import KeyedHistorySync
+from specplug.engine._create import (
     StandInDrafter,
     capabilities_of,
     create_for_engine,
     methods_composing_engine_drafter,
 )
-from specplug.engine._offered import EngineDrafts
-from specplug.engine._pieces import step_of_pieces
+from specplug.engine._engine_drafts import EngineDrafts
+from specplug.engine._batch_step import step_of_pieces
 from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter, read_stats
 from specplug.engine._sync import BatchSync, HistoryPlan, HistoryStep, HistorySync, Lifecycle, SingleRequestSync
 from specplug.engine._versions import installed_version, range_problem

@@ -9,8 +9,8 @@ from collections.abc import Callable, Container, Mapping, Sequence
 import numpy as np
 
 from specplug import BatchStep, Draft, GuardedProposer, Proposer, RequestId
-from specplug.engine._keyed import KeyedHistorySync
-from specplug.engine._pieces import step_of_pieces
+from specplug.engine._keyed_history import KeyedHistorySync
+from specplug.engine._batch_step import step_of_pieces
 from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter
 from specplug.engine._sync import BatchSync, HistoryStep, SingleRequestSync
 

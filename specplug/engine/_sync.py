@@ -2,7 +2,7 @@
 
 Engines do not call ``start``/``extend``/``stop``; they show, at each drafting step, the
 tokens each sequence holds. Two shapes of that view are kept here (a third, each request by
-id with its full history and an end the engine announces, is :mod:`specplug.engine._keyed`):
+id with its full history and an end the engine announces, is :mod:`specplug.engine._keyed_history`):
 
 - a **batch** of rows (vLLM): per row, the tokens it gained since the last step (the
   accepted draft prefix plus the target's own token) and its full history.

@@ -26,7 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from specplug._contract import BatchDrafts, BatchStep, Proposer, accepted_prefix
+from specplug._batch import BatchDrafts, BatchStep
+from specplug._drafts import accepted_prefix
+from specplug._proposer import Proposer
 from specplug._errors import InvalidOptionError
 from specplug.engine import step_of_pieces
 from specplug.lab.perf import build_workload

@@ -36,7 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from specplug._contract import Proposer, accepted_prefix
+from specplug._drafts import accepted_prefix
+from specplug._proposer import Proposer
 from specplug._errors import InvalidOptionError, SpecplugError
 
 __all__ = [

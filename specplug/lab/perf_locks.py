@@ -21,7 +21,7 @@ import threading
 import timeit
 
 import specplug
-from specplug._contract import accepted_prefix
+from specplug._drafts import accepted_prefix
 from specplug.lab.perf import build_workload, measure
 
 __all__ = ["acquisitions_per_step", "enter_exit_ns", "lock_cost", "main"]

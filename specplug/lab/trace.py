@@ -50,7 +50,7 @@ from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from specplug._contract import MAX_TOKEN_ID
+from specplug._drafts import MAX_TOKEN_ID
 from specplug._errors import SpecplugError
 from specplug._inputs import InputFileError, parse_json, read_text
 from specplug._outputs import atomic_output

@@ -27,7 +27,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from specplug._contract import BatchDrafts, BatchStep, Draft, Proposer, RequestId, draft_accepted
+from specplug._batch import BatchDrafts, BatchStep
+from specplug._drafts import Draft, RequestId, draft_accepted
+from specplug._proposer import Proposer
 
 __all__ = [
     "KernelLookup", "RowDraft", "RowDrafts", "SlotTable", "StepArrays", "remember", "remember_rows", "resolve", "resolve_rows",

@@ -9,7 +9,7 @@ import pytest
 
 MODULES = [
     f"specplug.engine.{name}"
-    for name in ("_sync", "_keyed", "_drafting", "_methods", "_offered", "_pieces", "_stats", "_versions")
+    for name in ("_sync", "_keyed_history", "_drafting", "_create", "_engine_drafts", "_batch_step", "_stats", "_versions", "_lazy")
 ]
 
 

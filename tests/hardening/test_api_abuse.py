@@ -14,7 +14,7 @@ import pytest
 import specplug
 from specplug import BatchStep, InvalidOptionError, InvalidTokensError, RequestStateError
 from specplug.cost import OnlineCostModel
-from specplug.proposers._pending import MAX_WAITING
+from specplug.proposers.composite._pending import MAX_WAITING
 from specplug.verify import verify_greedy, verify_sampled
 
 

@@ -154,7 +154,7 @@ class CertainLookup(specplug.Proposer):
 def test_an_infinite_score_is_in_the_top_score_band():
     """Before the fix the band's float was cast to int64 first: inf became -2**63, and the
     composites' kernels indexed their statistics with it, out of bounds."""
-    from specplug.proposers._parts import SCORE_BANDS, score_bands, score_bands_of_rows
+    from specplug.proposers.composite._parts import SCORE_BANDS, score_bands, score_bands_of_rows
 
     scores, lengths, limits = np.array([[np.inf, np.inf]]), np.array([[8, 3]]), np.array([8, 8])
     top = [SCORE_BANDS - 1, 2 * SCORE_BANDS - 1]  # a full-length draft, one the lookup ended sooner
@@ -167,8 +167,8 @@ def test_a_lookups_infinite_scores_are_learned_in_its_own_top_band(batch):
     """The drafts of a lookup that scores them infinite are scored in the lookup's top band (they
     are shorter than asked: the second half of the bands) and nowhere else; before the fix their
     band was -2**63 + 7 and the kernels wrote the counts into another track's statistics."""
-    from specplug.proposers._parts import SCORE_BANDS
-    from specplug.proposers.hybrid import LOOKUP
+    from specplug.proposers.composite._parts import SCORE_BANDS
+    from specplug.proposers.composite.hybrid import LOOKUP
 
     neural = specplug.create("ngram", min_n=1, max_n=2)
     neural.draft_kind = "neural"

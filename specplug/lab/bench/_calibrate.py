@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from specplug.cost import DraftTable, DraftTerm, LinearCostModel, VerifyTerm
-from specplug.cost._fit import fit_verify
+from specplug._cost._fit import fit_verify
 from specplug.lab.bench.llama_server import LlamaServer
 
 __all__ = ["calibrate"]

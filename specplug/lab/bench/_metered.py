@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from specplug._contract import Draft, Proposer, RequestId
+from specplug._drafts import Draft, RequestId
+from specplug._proposer import Proposer
 
 __all__ = ["Metered"]
 

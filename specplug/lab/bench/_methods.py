@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specplug import (
-    InvalidOptionError, MethodSpec, Proposer, SpecplugError, UnknownMethodError, create, method_specs, peer_specs,
+    InvalidOptionError, MethodSpec, Proposer, SpecplugError, UnknownMethodError, create, method_specs,
 )  # fmt: skip
 from specplug._inputs import parse_json
-from specplug._plugins import validate_options
+from specplug._plugins import peer_specs, validate_options
 from specplug.cost import CostModel, cost_model
 from specplug.lab.bench._metered import Metered
 from specplug.lab.bench._neural import TraceNeuralProposer

@@ -17,7 +17,8 @@ import hashlib
 
 import numpy as np
 
-from specplug._contract import Draft, Proposer, RequestId
+from specplug._drafts import Draft, RequestId
+from specplug._proposer import Proposer
 from specplug._errors import InvalidOptionError
 from specplug.lab.trace import TraceRecord
 

@@ -1,6 +1,6 @@
 """Peers (vLLM's NgramProposer, SGLang's NgramCorpus, Arctic's suffix decoding, any plugin's) by name.
 
-They come from the core's peer registry (``specplug.peer_specs()``); the lab's own register
+They come from the core's peer registry (``specplug.lab.peers.peer_specs()``); the lab's own register
 through its entry point. A peer whose engine is not installed is still listed, and creating it
 fails with the reason.
 """
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from specplug import Proposer, create_peer as _create_peer, peer_specs
+from specplug import Proposer
+from specplug._plugins import create_peer as _create_peer, peer_specs
 
 __all__ = ["create_peer", "peer_names"]
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplug._contract import Proposer, accepted_prefix
+from specplug._drafts import accepted_prefix
+from specplug._proposer import Proposer
 from specplug.cost import CostModel, plain_step_time, spec_step_time
 from specplug.lab.bench._metered import Metered
 from specplug.lab.trace import TraceRecord

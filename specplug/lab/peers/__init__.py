@@ -8,7 +8,7 @@ token ids, so a replay benchmark runs it exactly like specplug's methods:
 - ``sglang-ngram``: SGLang's ``NgramCorpus`` (in ``.venv-peers``, through a subprocess worker).
 
 They register in the core's peer registry like any plugin's (``specplug_register_peers``, through
-the ``specplug`` entry point ``specplug.lab.peers``), so ``specplug.create_peer`` and a benchmark's
+the ``specplug`` entry point ``specplug.lab.peers``), so :func:`create_peer` and a benchmark's
 ``peer:NAME`` find them, and third-party peers beside them. The engines are imported when a peer
 is created, never when it is registered; a peer whose engine is missing raises
 :class:`PeerNotInstalledError` naming the setup script.
@@ -23,10 +23,21 @@ specplug._errors.UnknownPeerError: unknown peer 'nope'; valid peers: arctic-suff
 
 from __future__ import annotations
 
-from specplug import UnknownPeerError, create_peer, peer_specs
+from specplug._errors import UnknownPeerError
+from specplug._plugins import create_peer, peer_specs
+from specplug._registry import PeerRegistrar, PeerSpec
 from specplug.lab.peers._common import PeerNotInstalledError, PeerOptions
 
-__all__ = ["PeerNotInstalledError", "PeerOptions", "UnknownPeerError", "create_peer", "peer_names"]
+__all__ = [
+    "PeerNotInstalledError",
+    "PeerOptions",
+    "PeerRegistrar",
+    "PeerSpec",
+    "UnknownPeerError",
+    "create_peer",
+    "peer_names",
+    "peer_specs",
+]
 
 
 def peer_names() -> list[str]:

@@ -6,7 +6,8 @@ peer is created.
 
 from __future__ import annotations
 
-from specplug import PeerRegistrar, hookimpl
+from specplug import hookimpl
+from specplug._registry import PeerRegistrar
 from specplug.lab.peers.arctic_suffix import ArcticSuffixOptions, ArcticSuffixPeer
 from specplug.lab.peers.sglang_ngram import SglangNgramOptions, SglangNgramPeer
 from specplug.lab.peers.vllm_ngram import VllmNgramOptions, VllmNgramPeer

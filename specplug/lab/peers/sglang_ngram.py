@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from specplug._contract import Draft, Proposer, RequestId
+from specplug._drafts import Draft, RequestId
+from specplug._proposer import Proposer
 from specplug._errors import SpecplugError
 from specplug.lab.peers._common import PeerNotInstalledError, PeerOptions, leaf_paths
 

@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from specplug._contract import Draft, Proposer, RequestId
+from specplug._drafts import Draft, RequestId
+from specplug._proposer import Proposer
 from specplug._errors import InvalidOptionError
 from specplug.lab.peers._common import PeerNotInstalledError, PeerOptions
-from specplug.proposers._buffer import TokenBuffer
+from specplug.proposers.lookup._buffer import TokenBuffer
 
 __all__ = ["VllmNgramOptions", "VllmNgramPeer"]
 

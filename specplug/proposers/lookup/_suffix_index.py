@@ -7,8 +7,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from specplug.proposers import _suffix_kernels as kernels
-from specplug.proposers._block_pool import BlockPool
+from specplug.proposers.lookup import _suffix_kernels as kernels
+from specplug.proposers.lookup._block_pool import BlockPool
 
 __all__ = ["BYTES_PER_SLOT", "STATE_WORDS", "GlobalCache", "RequestIndex", "VoteScratch", "cache_capacity", "ring_pool"]
 

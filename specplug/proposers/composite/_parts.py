@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from specplug._contract import check_batch_size
+from specplug._batch import check_batch_size
 from specplug._errors import InvalidOptionError
-from specplug.proposers._choice import chained_estimate
+from specplug.proposers.composite._choice import chained_estimate
 
 __all__ = [
     "BANDS", "SCORE_BANDS", "PositionStats", "checked_batch_size", "estimate", "optimism", "probes", "resolved", "score_band",

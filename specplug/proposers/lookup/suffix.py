@@ -32,13 +32,15 @@ from dataclasses import replace
 import numpy as np
 from pydantic import Field, model_validator
 
-from specplug._contract import BatchStep, Draft, Proposer, RequestId, accepted_prefix
+from specplug._batch import BatchStep
+from specplug._drafts import Draft, RequestId, accepted_prefix
+from specplug._proposer import Proposer
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
-from specplug.proposers import _suffix_kernels
+from specplug.proposers.lookup import _suffix_kernels
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._row_drafts import KernelLookup, SlotTable
-from specplug.proposers._suffix_index import GlobalCache, RequestIndex, VoteScratch, cache_capacity, ring_pool
+from specplug.proposers.lookup._suffix_index import GlobalCache, RequestIndex, VoteScratch, cache_capacity, ring_pool
 
 __all__ = ["ReferenceSuffixProposer", "SuffixOptions", "SuffixProposer", "speculation_tree"]
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from specplug.proposers._hashing import NO_RING, window_hash
+from specplug.proposers.lookup._hashing import NO_RING, window_hash
 from specplug.proposers._prefetch import prefetch
 from specplug.proposers._row_drafts import remember, resolve
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from numba import njit
 
-from specplug.proposers._choice import EMPTY, NOT_DRAFTED, choose_rows, copy_draft
-from specplug.proposers._parts import _bands_of_logs
-from specplug.proposers._pending import room_wanted
+from specplug.proposers.composite._choice import EMPTY, NOT_DRAFTED, choose_rows, copy_draft
+from specplug.proposers.composite._parts import _bands_of_logs
+from specplug.proposers.composite._pending import room_wanted
 
 __all__ = ["choose_and_finish", "choose_batch"]
 

@@ -25,17 +25,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplug._contract import (
-    BatchDrafts, BatchStep, Draft, Proposer, RequestId, check_batch_drafts, check_draft, draft_accepted,
-)
+from specplug._batch import BatchDrafts, BatchStep, check_batch_drafts
+from specplug._drafts import Draft, RequestId, check_draft, draft_accepted
+from specplug._proposer import Proposer
 from specplug._cost._linear import CostModel, LinearCostModel
 from specplug._cost._steps import _draft_coefficients, _verify_coefficients, spec_step_times
-from specplug.proposers import _choice, _row_drafts
-from specplug.proposers._choose_step import choose_and_finish, choose_batch
-from specplug.proposers._parts import BANDS, PositionStats, checked_batch_size, estimate, optimism, score_bands_of_rows
-from specplug.proposers._pending import PendingTable
+from specplug.proposers import _row_drafts
+from specplug.proposers.composite import _choice
+from specplug.proposers.composite._choose_step import choose_and_finish, choose_batch
+from specplug.proposers.composite._parts import BANDS, PositionStats, checked_batch_size, estimate, optimism, score_bands_of_rows
+from specplug.proposers.composite._pending import PendingTable
 from specplug.proposers._row_drafts import KernelLookup, RowDraft, RowDrafts, RowSlots
-from specplug.proposers._step_times import linear_step_times
+from specplug.proposers.composite._step_times import linear_step_times
 
 __all__ = ["Choosing", "CompositeProposer"]
 

@@ -40,14 +40,15 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from specplug._contract import Proposer, RequestId
+from specplug._drafts import RequestId
+from specplug._proposer import Proposer
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
 from specplug._cost._steps import checked_step_times
-from specplug.proposers._composite import Choosing, CompositeProposer
+from specplug.proposers.composite._composite import Choosing, CompositeProposer
 from specplug.proposers._options import CallBound, LookupPriorWeight, MethodOptions, NeuralProbe
-from specplug.proposers._parts import probes, resolved
+from specplug.proposers.composite._parts import probes, resolved
 
 __all__ = ["HybridOptions", "HybridProposer"]
 

@@ -20,9 +20,9 @@ import math
 import numpy as np
 from numba import njit
 
-from specplug.proposers._pending import add_pending_of, score_pending_of
+from specplug.proposers.composite._pending import add_pending_of, score_pending_of
 from specplug.proposers._prefetch import prefetch
-from specplug.proposers._step_times import kind_step_times_to
+from specplug.proposers.composite._step_times import kind_step_times_to
 
 __all__ = [
     "EMPTY", "chained_estimate", "KIND_LOOKUP", "KIND_LOOKUP_NEURAL", "KIND_NEURAL", "KIND_PLAIN", "NOT_DRAFTED", "choose_rows",

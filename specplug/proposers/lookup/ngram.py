@@ -10,12 +10,14 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, model_validator
 
-from specplug._contract import BatchStep, Draft, Proposer, RequestId, accepted_prefix
+from specplug._batch import BatchStep
+from specplug._drafts import Draft, RequestId, accepted_prefix
+from specplug._proposer import Proposer
 from specplug._hookimpl import hookimpl
 from specplug._registry import MethodRegistrar
-from specplug.proposers import _ngram_kernels as kernels
-from specplug.proposers._block_pool import BlockPool
-from specplug.proposers._buffer import TokenBuffer
+from specplug.proposers.lookup import _ngram_kernels as kernels
+from specplug.proposers.lookup._block_pool import BlockPool
+from specplug.proposers.lookup._buffer import TokenBuffer
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._row_drafts import KernelLookup, SlotTable
 
