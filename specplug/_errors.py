@@ -8,6 +8,7 @@ __all__ = [
     "InvalidDraftError",
     "InvalidOptionError",
     "InvalidTokensError",
+    "NoDrafterError",
     "NotFoundError",
     "RequestStateError",
     "SpecplugError",
@@ -54,6 +55,13 @@ class UnknownPeerError(UnknownNameError):
 
 class InvalidOptionError(SpecplugError, ValueError):
     """An option that a method does not take, or a value of the wrong type or range."""
+
+
+class NoDrafterError(InvalidOptionError):
+    """A method that composes the model's own drafter (hybrid) asked of a model that has none, with none given.
+
+    Raised before the engine starts; the message names the method, the model and what to give instead.
+    """
 
 
 class DuplicateNameError(SpecplugError, ValueError):

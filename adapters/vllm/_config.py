@@ -15,12 +15,19 @@ Everything here works on plain dicts and imports no vLLM, so it is tested withou
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import specplug
 from specplug import InvalidOptionError, Proposer, UnknownMethodError
 from specplug.cost import OnlineCostModel
-from specplug.engine import StandInDrafter, capabilities_of, create_for_engine, methods_composing_engine_drafter
+from specplug.engine import (
+    StandInDrafter,
+    capabilities_of,
+    create_for_engine,
+    methods_composing_engine_drafter,
+    no_drafter,
+)
 
 __all__ = [
     "ADAPTER_KEYS",
@@ -29,6 +36,7 @@ __all__ = [
     "PREFIX",
     "SECTION",
     "DrafterSettings",
+    "TargetModel",
     "create_method",
     "read_settings",
     "specplug_method",
@@ -67,6 +75,16 @@ def specplug_method(value: object) -> str | None:
 def vllm_method_names() -> list[str]:
     """Every registered specplug method as vLLM spells it (``specplug.<name>``), sorted."""
     return [PREFIX + name for name in specplug.methods()]
+
+
+@dataclass(frozen=True)
+class TargetModel:
+    """What the config check needs of the target model: how the user named it, its architecture,
+    and whether it carries MTP layers vLLM can draft with (None: not known, vLLM decides)."""
+
+    name: str
+    architecture: str | None = None
+    has_mtp: bool | None = None
 
 
 class DrafterSettings:
@@ -152,6 +170,7 @@ def translate(
     speculative_config: Mapping[str, Any],
     additional_config: Mapping[str, Any] | None,
     vllm_fields: Iterable[str],
+    target: TargetModel | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Rewrite a speculative config naming ``specplug.<method>`` for vLLM; others pass unchanged.
 
@@ -159,7 +178,9 @@ def translate(
     and those of a nested ``"specplug"`` dict, are the method's options; they join (and win
     over) those in ``additional_config["specplug"]``. Options are checked here, in the process
     that parses the config, by creating the method once, so a mistake fails before any worker
-    starts. Returns new dicts ``(speculative_config, additional_config)``.
+    starts. A method running over the model's own drafter on a ``target`` without MTP layers,
+    with no head or draft model given, raises :class:`specplug.NoDrafterError`.
+    Returns new dicts ``(speculative_config, additional_config)``.
 
     >>> spec, extra = translate({"method": "specplug.ngram", "num_speculative_tokens": 4, "max_n": 3},
     ...                         None, ["method", "model", "num_speculative_tokens"])
@@ -189,6 +210,7 @@ def translate(
     section = {"method": name, **section}
     composes = _runs_on_engine_drafter(name, spec, section)
     if composes:
+        _check_drafter(name, spec, section, target)
         spec = _as_neural(spec, section, name)
     else:
         if spec.get("model") not in (None, DRAFTER_PATH):
@@ -222,6 +244,37 @@ def _runs_on_engine_drafter(name: str, spec: Mapping[str, Any], section: Mapping
     if capabilities.engine_drafter_required:
         return True
     return spec.get("model") not in (None, DRAFTER_PATH) or section.get("neural") is not None
+
+
+def _check_drafter(name: str, spec: Mapping[str, Any], section: Mapping[str, Any], target: TargetModel | None) -> None:
+    """Refuse a composing method with nothing to compose: no ``model`` given, and either a neural
+    method that needs one (eagle, eagle3, draft_model) or MTP on a target without MTP layers.
+
+    >>> _check_drafter("hybrid", {}, {}, TargetModel("org/small", "LlamaForCausalLM", has_mtp=False))
+    Traceback (most recent call last):
+    ...
+    specplug._errors.NoDrafterError: specplug.hybrid drafts with the model's own drafter ...
+    """
+    if spec.get("model") not in (None, DRAFTER_PATH):
+        return  # a head or draft model: vLLM loads and checks it
+    neural = section.get("neural")
+    if neural in (None, "mtp"):
+        if target is None or target.has_mtp is not False:
+            return
+        kind = f" ({target.architecture})" if target.architecture else ""
+        why = f"{target.name}{kind} has no MTP layers and the speculative config gives no \"model\""
+    elif neural in NEURAL_METHODS:
+        why = f"neural = {neural!r} drafts with a head or draft model and the speculative config gives no \"model\""
+    else:
+        return  # not a neural method: _as_neural names the valid ones
+    raise no_drafter(
+        PREFIX + name,
+        target.name if target is not None else "the model",
+        why=why,
+        give="give an EAGLE head or a draft model of the same vocabulary (--spec-model HEAD, or \"model\": HEAD "
+             "in --speculative-config)",
+        lookups=f"use a lookup method that needs none: {PREFIX}suffix, or {PREFIX}adaptive without \"neural\"",
+    )
 
 
 def _as_neural(spec: dict[str, Any], section: dict[str, Any], name: str) -> dict[str, Any]:

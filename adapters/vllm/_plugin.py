@@ -11,12 +11,17 @@ config: method names,      ``EngineArgs.create_speculative_config``        at re
 options, errors            (rewrites the dict before vLLM validates it)
 CLI: ``--spec-method``     ``EngineArgs.add_cli_args``                     at register
 choices                    (adds ``specplug.*`` to the parsed choices)
+CLI: a refused config is   ``EngineArgs.from_cli_args`` (notes the engine  at register
+one line, exit status 2    args a server built from its command line)
 overlay of methods that    ``GPUModelRunner.propose_draft_token_ids``      when the runner module
 compose the model's        (CPU runner inherits it; the method decides     is first imported
 drafter (hybrid)           first, vLLM's drafter runs when a row needs it)
 =========================  ==============================================  ======================
 
-Lookup methods need nothing else: they run as vLLM's own ``custom_class`` drafter. The
+A config specplug refuses (an unknown option; ``specplug.hybrid`` on a model without MTP layers
+and no head given) raises a :class:`specplug.SpecplugError` from ``LLM(...)``; a server started
+from the command line prints it as one line and exits with status 2 before any engine process
+starts. Lookup methods need nothing else: they run as vLLM's own ``custom_class`` drafter. The
 plugin writes no state onto vLLM objects; the overlay keeps its per-runner state in a
 ``WeakKeyDictionary``. ``SPECPLUG_VLLM_PLUGIN=0`` switches it all off (vLLM's
 ``VLLM_PLUGINS`` allow-list works too); :func:`register` runs once per process.
@@ -33,7 +38,8 @@ import threading
 import weakref
 from typing import Any
 
-from specplug.engine import capabilities_of
+from specplug import SpecplugError
+from specplug.engine import capabilities_of, exit_on_mistake
 from specplug_adapters.vllm import _config
 from specplug_adapters.vllm._compat import installed_vllm_version, version_problem
 from specplug_adapters.vllm._import_hook import when_imported
@@ -63,7 +69,8 @@ def register() -> None:
         problem = version_problem(installed_vllm_version())
         if problem:
             log.warning("specplug: %s", problem)
-        for concern, install in (("config", _install_config), ("cli", _install_cli)):
+        for concern, install in (("config", _install_config), ("cli", _install_cli),
+                                 ("cli-exit", _install_command_line_marks)):
             try:
                 install()
                 mark_installed(concern)
@@ -85,15 +92,22 @@ def _install_config() -> None:
 
     @functools.wraps(original)
     def create_speculative_config(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _translate_engine_args(self, fields)
+        target = args[0] if args else kwargs.get("target_model_config")
+        try:
+            _translate_engine_args(self, fields, target)
+        except SpecplugError as error:
+            if _command_line.holds(self):
+                exit_on_mistake(error)  # a server's start: one line, exit status 2
+            raise
         return original(self, *args, **kwargs)
 
     setattr(create_speculative_config, _MARK, True)
     EngineArgs.create_speculative_config = create_speculative_config
 
 
-def _translate_engine_args(args: Any, fields: frozenset[str]) -> None:
-    """Rewrite ``args.speculative_config`` (and ``--spec-*`` flags) naming a specplug method."""
+def _translate_engine_args(args: Any, fields: frozenset[str], target_model_config: Any = None) -> None:
+    """Rewrite ``args.speculative_config`` (and ``--spec-*`` flags) naming a specplug method;
+    ``target_model_config`` (vLLM's ``ModelConfig``) tells whether the target has MTP layers."""
     spec = dict(args.speculative_config or {})
     flags = (("--spec-method", "method", "spec_method"), ("--spec-model", "model", "spec_model"),
              ("--spec-tokens", "num_speculative_tokens", "spec_tokens"))
@@ -109,7 +123,12 @@ def _translate_engine_args(args: Any, fields: frozenset[str]) -> None:
             raise ValueError(f"{flag} and --speculative-config['{key}'] are mutually exclusive")
         spec[key] = value
         setattr(args, attribute, None)
-    spec, extra = _config.translate(spec, args.additional_config, fields)
+    target = None
+    if target_model_config is not None:
+        from specplug_adapters.vllm._target import target_model
+
+        target = target_model(target_model_config)
+    spec, extra = _config.translate(spec, args.additional_config, fields, target)
     args.speculative_config = spec
     args.additional_config = extra
     name = extra[_config.SECTION]["method"]
@@ -153,6 +172,46 @@ def _widen_choices(parser: Any, option: str, names: list[str]) -> None:
         return
     choices = list(action.choices)
     action.choices = choices + [name for name in names if name not in choices]
+
+
+# --------------------------------------------------------------------- CLI exit status
+class _Marked:
+    """Objects noted by identity, held weakly (vLLM's engine args are unhashable dataclasses)."""
+
+    def __init__(self) -> None:
+        self._refs: list[weakref.ref[Any]] = []
+        self._lock = threading.Lock()
+
+    def add(self, item: Any) -> None:
+        with self._lock:
+            self._refs = [ref for ref in self._refs if ref() is not None]
+            self._refs.append(weakref.ref(item))
+
+    def holds(self, item: Any) -> bool:
+        with self._lock:
+            return any(ref() is item for ref in self._refs)
+
+
+#: engine args built from a server's command line (``vllm serve``, the OpenAI api_server)
+_command_line = _Marked()
+
+
+def _install_command_line_marks() -> None:
+    from vllm.engine.arg_utils import EngineArgs
+
+    original = EngineArgs.from_cli_args
+    if getattr(original, _MARK, False):
+        return
+    function = original.__func__  # a classmethod: called for AsyncEngineArgs too
+
+    @functools.wraps(function)
+    def from_cli_args(cls: type, *args: Any, **kwargs: Any) -> Any:
+        engine_args = function(cls, *args, **kwargs)
+        _command_line.add(engine_args)
+        return engine_args
+
+    setattr(from_cli_args, _MARK, True)
+    EngineArgs.from_cli_args = classmethod(from_cli_args)
 
 
 # ------------------------------------------------------------------------------ overlay

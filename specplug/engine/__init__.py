@@ -14,7 +14,9 @@ differ only in where the tokens are and where the drafts go. This layer holds th
   and ``specplug perf --batch``'s one way to build them);
 - :func:`create_for_engine` creates a method from an adapter's settings by its declared
   capabilities: the engine's own drafter (:class:`EngineDrafts` where the engine drafts
-  itself) and a measured cost model go where the method says it takes them.
+  itself) and a measured cost model go where the method says it takes them;
+- :func:`no_drafter` and :func:`exit_on_mistake`: a start refused before the engine starts any
+  process, in one line and exit status 2 from a command line.
 
 It imports specplug's core only: no adapter and no engine.
 """
@@ -29,12 +31,14 @@ from specplug.engine._create import (
 )
 from specplug.engine._engine_drafts import EngineDrafts
 from specplug.engine._batch_step import step_of_pieces
+from specplug.engine._refusal import EXIT_STATUS, exit_on_mistake, no_drafter
 from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter, read_stats
 from specplug.engine._sync import BatchSync, HistoryPlan, HistoryStep, HistorySync, Lifecycle, SingleRequestSync
 from specplug.engine._versions import installed_version, range_problem
 
 __all__ = [
     "DEFAULT_LOGGER",
+    "EXIT_STATUS",
     "BatchSync",
     "EngineDrafting",
     "EngineDrafts",
@@ -48,8 +52,10 @@ __all__ = [
     "StatsReporter",
     "capabilities_of",
     "create_for_engine",
+    "exit_on_mistake",
     "installed_version",
     "methods_composing_engine_drafter",
+    "no_drafter",
     "range_problem",
     "read_stats",
     "step_of_pieces",
