@@ -18,7 +18,7 @@ from typing import Any
 
 import specplug
 from specplug import InvalidOptionError, UnknownMethodError
-from specplug.engine import capabilities_of, create_for_engine, methods_composing_engine_drafter
+from specplug.engine import capabilities_of, create_for_engine, methods_composing_engine_drafter, no_drafter
 
 __all__ = [
     "DEFAULT_NUM_DRAFT_TOKENS",
@@ -50,11 +50,6 @@ STATS_FILE_ENV = "SPECPLUG_SGLANG_STATS_FILE"
 STATS_INTERVAL_ENV = "SPECPLUG_SGLANG_STATS_INTERVAL"
 #: the verify width when --speculative-num-draft-tokens is not given (the root and 7 drafted tokens)
 DEFAULT_NUM_DRAFT_TOKENS = 8
-#: what SGLang offers a method that composes the engine's own drafter on this path
-_HINT = (
-    "SGLang's n-gram verify path has no drafter of its own; give one in that option through "
-    f"{OPTIONS_ENV} (e.g. '{{\"neural\": \"ngram\"}}'), or see docs/sglang.md for the EAGLE/MTP overlay"
-)
 
 
 def _algorithm(method: str) -> str:
@@ -99,10 +94,8 @@ def check_eagle_options(algorithm: str, options: Mapping[str, Any], server_args:
     if key not in names:
         raise UnknownMethodError(algorithm, sorted(names))
     if not getattr(server_args, "speculative_draft_model_path", None):
-        raise InvalidOptionError(
-            f"{key} overlays lookup drafts on an EAGLE head or MTP layers; give the head with "
-            "--speculative-draft-model-path (for an MTP model, the model's own path)"
-        )
+        raise _no_drafter(key, names[key][0], getattr(server_args, "model_path", None),
+                          "SGLang's EAGLE worker is given no --speculative-draft-model-path")
     topk = getattr(server_args, "speculative_eagle_topk", None)
     if topk not in (None, 1):
         raise InvalidOptionError(
@@ -170,10 +163,33 @@ def read_stats_settings(environ: Mapping[str, str] | None = None) -> tuple[str |
     return path, interval
 
 
-def create_proposer(algorithm: str, options: Mapping[str, Any]) -> specplug.Proposer:
-    """The proposer an SGLang worker drafts with, created by the method's declared capabilities."""
+def create_proposer(algorithm: str, options: Mapping[str, Any], model: str | None = None) -> specplug.Proposer:
+    """The proposer an SGLang worker drafts with, created by the method's declared capabilities.
+
+    A method that needs the model's own drafter gets none on this path: without one given in its
+    options it is refused (:class:`specplug.NoDrafterError`, naming ``model``).
+    """
     method = method_of(algorithm)
-    return create_for_engine(method, _with_drafter(method, options), engine="SGLang", hint=_HINT)
+    capabilities = capabilities_of(method)
+    option = capabilities.engine_drafter_option
+    if option is not None and capabilities.engine_drafter_required and option not in options:
+        raise _no_drafter(algorithm.upper(), method, model,
+                          f"SGLang's n-gram verify path ({algorithm.upper()}) runs none of its own and "
+                          f"{OPTIONS_ENV} gives no {option!r}")
+    return create_for_engine(method, _with_drafter(method, options), engine="SGLang")
+
+
+def _no_drafter(algorithm: str, method: str, model: str | None, why: str) -> specplug.NoDrafterError:
+    """The one-line refusal of a composing method with nothing to compose, and the ways out in SGLang."""
+    overlay = _algorithm(method) + "_EAGLE"
+    return no_drafter(
+        algorithm,
+        model or "the model",
+        why=why,
+        give=f"run {overlay} (or {overlay}3) with --speculative-draft-model-path HEAD (an EAGLE head; for a model with "
+             "MTP layers, the model's own path)",
+        lookups=f"use a lookup algorithm that needs none: {_algorithm('suffix')}, or {_algorithm('adaptive')}",
+    )
 
 
 def _with_drafter(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -196,8 +212,11 @@ def _with_drafter(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
     return given
 
 
-def check_options(algorithm: str, options: Mapping[str, Any], num_draft_tokens: object, max_branches: object = 1) -> None:
-    """Refuse a bad algorithm, option, draft width or branch count before SGLang starts a process (one-line errors)."""
+def check_options(
+    algorithm: str, options: Mapping[str, Any], num_draft_tokens: object, max_branches: object = 1, model: str | None = None
+) -> None:
+    """Refuse a bad algorithm, option, draft width or branch count before SGLang starts a process (one-line errors);
+    ``model`` names the target where a method needing its drafter is refused."""
     method = method_of(algorithm)
     if num_draft_tokens is not None and (
         isinstance(num_draft_tokens, bool) or not isinstance(num_draft_tokens, int) or num_draft_tokens < 2
@@ -213,4 +232,4 @@ def check_options(algorithm: str, options: Mapping[str, Any], num_draft_tokens: 
         )
     read_stats_settings()
     # creating it once checks every option (and a composing method's drafter) the way the worker will
-    create_proposer(algorithm, options)
+    create_proposer(algorithm, options, model)

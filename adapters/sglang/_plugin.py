@@ -8,6 +8,12 @@ SGLang runs every ``sglang.srt.plugins`` entry point before it parses arguments 
 each scheduler process, so :func:`register` is idempotent, and it never raises into SGLang:
 a name it cannot register is logged and skipped. ``SPECPLUG_SGLANG_PLUGIN=0`` switches it off
 (SGLang's own ``SGLANG_PLUGINS`` allow-list works too).
+
+A SPECPLUG_* configuration specplug refuses raises a :class:`specplug.SpecplugError` from
+``sgl.Engine(...)``; a server started from the command line (``python -m sglang.launch_server``,
+``sglang serve``) prints it as one line and exits with status 2 before any process starts: an
+``after`` hook on ``ServerArgs.from_cli_args`` (SGLang's own hook registry) runs the same checks
+on the arguments as parsed.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import os
 import threading
 from typing import Any
 
+from specplug import SpecplugError
+from specplug.engine import exit_on_mistake
 from specplug_adapters.sglang._compat import installed_sglang_version, version_problem
 from specplug_adapters.sglang._config import LOGGER_NAME, algorithm_names, eagle_algorithm_names
 
@@ -27,6 +35,9 @@ DISABLE_ENV = "SPECPLUG_SGLANG_PLUGIN"
 log = logging.getLogger(LOGGER_NAME)
 _lock = threading.Lock()
 _registered: set[str] = set()
+#: SGLang's parser of a server's command line, checked by :func:`_refuse_on_command_line`
+COMMAND_LINE_TARGET = "sglang.srt.server_args.ServerArgs.from_cli_args"
+_hooked: list[str] = []
 
 
 def registered() -> list[str]:
@@ -62,6 +73,15 @@ def register() -> None:
         for name, (_, eagle3) in eagle_algorithm_names().items():
             spec_class = SpecplugEagle3SpecAlgo if eagle3 else SpecplugEagleSpecAlgo
             algorithms[name] = (spec_class, validate_eagle_server_args, _eagle_worker_factory)
+        if not _hooked:
+            try:
+                from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+                HookRegistry.register(COMMAND_LINE_TARGET, _refuse_on_command_line, HookType.AFTER)
+                _hooked.append(COMMAND_LINE_TARGET)
+            except Exception:  # noqa: BLE001 - without it a refused start is a traceback, not a stop
+                log.error("specplug: could not hook %s; a refused start shows SGLang's traceback", COMMAND_LINE_TARGET,
+                          exc_info=True)
         for name, (spec_class, validate, factory) in algorithms.items():
             if name in _registered:
                 continue
@@ -88,3 +108,20 @@ def _eagle_worker_factory(server_args: Any) -> type:
     from specplug_adapters.sglang._eagle import SpecplugEagleWorker
 
     return SpecplugEagleWorker
+
+
+def _refuse_on_command_line(server_args: Any, *args: Any, **kwargs: Any) -> None:
+    """After SGLang parsed a server's command line: a SPECPLUG_* configuration specplug refuses ends
+    the start here, in one line with exit status 2 (SGLang's resolution would raise it later as a traceback)."""
+    algorithm = getattr(server_args, "speculative_algorithm", None)
+    key = algorithm.upper() if isinstance(algorithm, str) else None
+    if key in eagle_algorithm_names():
+        from specplug_adapters.sglang._spec import validate_eagle_server_args as validate
+    elif key in algorithm_names():
+        from specplug_adapters.sglang._spec import validate_server_args as validate
+    else:
+        return
+    try:
+        validate(server_args)
+    except SpecplugError as error:
+        exit_on_mistake(error)

@@ -103,6 +103,7 @@ def validate_server_args(server_args: Any) -> None:
         read_options(),
         server_args.speculative_num_draft_tokens,
         getattr(server_args, "speculative_ngram_max_bfs_breadth", 1),
+        getattr(server_args, "model_path", None),
     )
 
 

@@ -261,15 +261,17 @@ def _check_drafter(name: str, spec: Mapping[str, Any], section: Mapping[str, Any
     if neural in (None, "mtp"):
         if target is None or target.has_mtp is not False:
             return
-        kind = f" ({target.architecture})" if target.architecture else ""
-        why = f"{target.name}{kind} has no MTP layers and the speculative config gives no \"model\""
+        why = "it has no MTP layers and the speculative config gives no \"model\""
     elif neural in NEURAL_METHODS:
         why = f"neural = {neural!r} drafts with a head or draft model and the speculative config gives no \"model\""
     else:
         return  # not a neural method: _as_neural names the valid ones
+    model = "the model"
+    if target is not None:
+        model = f"{target.name} ({target.architecture})" if target.architecture else target.name
     raise no_drafter(
         PREFIX + name,
-        target.name if target is not None else "the model",
+        model,
         why=why,
         give="give an EAGLE head or a draft model of the same vocabulary (--spec-model HEAD, or \"model\": HEAD "
              "in --speculative-config)",

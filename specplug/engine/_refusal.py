@@ -22,13 +22,13 @@ EXIT_STATUS = 2
 def no_drafter(method: str, model: str, *, why: str, give: str, lookups: str) -> NoDrafterError:
     """The error for ``method`` (as the engine spells it) on ``model``: why there is no drafter, and the two fixes.
 
-    >>> print(no_drafter("specplug.hybrid", "m", why="m has no MTP layers", give='give a head in "model"',
+    >>> print(no_drafter("specplug.hybrid", "org/m", why="it has no MTP layers", give='give a head in "model"',
     ...                  lookups="use specplug.suffix"))
-    specplug.hybrid drafts with the model's own drafter (MTP layers, an EAGLE head or a draft model), but m has no MTP layers; give a head in "model", or use specplug.suffix
+    specplug.hybrid drafts with the model's own drafter (MTP layers, an EAGLE head or a draft model), but there is none for org/m: it has no MTP layers; give a head in "model", or use specplug.suffix
     """
     return NoDrafterError(
-        f"{method} drafts with the model's own drafter (MTP layers, an EAGLE head or a draft model), but {why}; "
-        f"{give}, or {lookups}"
+        f"{method} drafts with the model's own drafter (MTP layers, an EAGLE head or a draft model), but there is "
+        f"none for {model}: {why}; {give}, or {lookups}"
     )
 
 

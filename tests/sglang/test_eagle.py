@@ -83,7 +83,7 @@ def test_the_chain_follows_sglangs_step_count(sglang, model_dir, head, monkeypat
 @pytest.mark.parametrize(
     ("options", "extra", "message"),
     [
-        ({}, None, "give the head with --speculative-draft-model-path"),
+        ({}, None, "SGLang's EAGLE worker is given no --speculative-draft-model-path; run SPECPLUG_HYBRID_EAGLE"),
         ({}, ["--speculative-eagle-topk", "2"], "--speculative-eagle-topk = 2 is not valid for SPECPLUG_HYBRID_EAGLE"),
         ({}, ["--speculative-use-rejection-sampling"], "--speculative-use-rejection-sampling is not valid"),
         ({"neural": "ngram"}, [], "option 'neural' takes the engine's own drafter"),

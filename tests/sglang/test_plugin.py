@@ -139,7 +139,7 @@ def test_sglangs_own_width_argument_is_kept(sglang, model_dir, monkeypatch):
         ("SPECPLUG_SUFFIX", {"bogus": 1}, [], "bogus"),
         ("SPECPLUG_SUFFIX", "[1, 2]", [], f"{OPTIONS_ENV} = '[1, 2]' is not valid; give one JSON object"),
         ("SPECPLUG_SUFFIX", "{nope", [], f"{OPTIONS_ENV} = '{{nope' is not valid JSON"),
-        ("SPECPLUG_HYBRID", {}, [], "composes the engine's own drafter through its option 'neural'"),
+        ("SPECPLUG_HYBRID", {}, [], "runs none of its own and SPECPLUG_SGLANG_OPTIONS gives no 'neural'"),
         ("SPECPLUG_NGRAM", {}, ["--speculative-num-draft-tokens", "1"], "--speculative-num-draft-tokens = 1 is not valid"),
         ("SPECPLUG_SUFFIX", {}, ["--speculative-ngram-max-bfs-breadth", "0"],
          "--speculative-ngram-max-bfs-breadth = 0 is not valid for SPECPLUG_SUFFIX"),

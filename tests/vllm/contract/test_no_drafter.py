@@ -36,7 +36,7 @@ def refusal(spec: dict, target: TargetModel | None = PLAIN) -> str:
 def test_a_composing_method_on_a_model_without_mtp_names_the_method_the_model_and_the_fixes(method, relay_distribution):
     message = refusal({"method": f"specplug.{method}", "num_speculative_tokens": 4})
     assert message.startswith(f"specplug.{method} drafts with the model's own drafter")
-    assert "org/plain-7b (LlamaForCausalLM) has no MTP layers" in message
+    assert "there is none for org/plain-7b (LlamaForCausalLM): it has no MTP layers" in message
     # naming mtp explicitly is the same request
     assert "has no MTP layers" in refusal({"method": f"specplug.{method}", "neural": "mtp"})
 
@@ -110,7 +110,7 @@ def test_the_real_config_path_raises_specplugs_error_naming_the_model(target_mod
                       speculative_config={"method": "specplug.hybrid", "num_speculative_tokens": 4})
     with pytest.raises(specplug.NoDrafterError) as raised:
         args.create_engine_config()
-    assert f"{model_dir()} (LlamaForCausalLM) has no MTP layers" in str(raised.value)
+    assert f"there is none for {model_dir()} (LlamaForCausalLM): it has no MTP layers" in str(raised.value)
 
 
 def test_from_the_command_line_it_is_one_line_and_exit_status_2(target_model, capsys):
