@@ -98,7 +98,9 @@ def plan_launch(argv: Sequence[str]) -> LaunchPlan:
     if backend_at is not None:
         value = argv[backend_at[0]]
         backend = value.split("=", 1)[1] if backend_at[1] else value
-    checked = check_model_yaml(read_yaml(source), str(source), backend=backend)
+    # trtllm-serve's model is its positional argument, written first (`specplug trtllm serve MODEL --config ...`)
+    model = argv[0] if argv and not argv[0].startswith("-") else None
+    checked = check_model_yaml(read_yaml(source), str(source), backend=backend, model=model)
     if checked.settings is None:
         raise TrtllmConfigError(
             f"{source} has no top-level `{BLOCK}:` block, so there is nothing for specplug to add: run trtllm-serve "

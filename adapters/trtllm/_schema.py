@@ -280,9 +280,15 @@ class CheckedYaml:
 
 
 def check_model_yaml(
-    data: object, source: str = "model.yaml", *, backend: str = "pytorch", schema: Mapping[str, Any] | None = None
+    data: object,
+    source: str = "model.yaml",
+    *,
+    backend: str = "pytorch",
+    schema: Mapping[str, Any] | None = None,
+    model: str | None = None,
 ) -> CheckedYaml:
-    """Check a parsed model.yaml; raise :class:`TrtllmConfigError` listing every mistake.
+    """Check a parsed model.yaml; raise :class:`TrtllmConfigError` listing every mistake (``model``: the
+    served model, named where the specplug block asks for a drafter it has not).
 
     Top-level keys other than ``speculative_config`` and ``specplug`` are TensorRT-LLM's own,
     passed through unchanged and checked by TensorRT-LLM when it starts.
@@ -301,7 +307,7 @@ def check_model_yaml(
                 "so keep one of them"
             )
         try:
-            settings = read_settings(data[BLOCK], source)
+            settings = read_settings(data[BLOCK], source, model=model)
         except TrtllmConfigError as error:
             problems.append(str(error))
     elif SPEC_KEY in engine and engine[SPEC_KEY] is not None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import specplug
 from specplug._errors import InvalidOptionError, SpecplugError, UnknownMethodError
-from specplug.engine import create_for_engine
+from specplug.engine import create_for_engine, no_drafter
 
 __all__ = ["ADAPTER_KEYS", "BLOCK", "DEFAULT_DRAFT_LEN", "MAX_DRAFT_LEN", "DrafterSettings", "TrtllmConfigError", "read_settings"]
 
@@ -62,11 +62,12 @@ def _where(source: str, key: str) -> str:
     return f"{source}: {BLOCK}.{key}"
 
 
-def read_settings(block: object, source: str = "model.yaml", **parts: Any) -> DrafterSettings:
+def read_settings(block: object, source: str = "model.yaml", *, model: str | None = None, **parts: Any) -> DrafterSettings:
     """Validate a specplug block (a mapping), or raise :class:`TrtllmConfigError` naming the file and key.
 
     ``parts`` are objects a YAML file cannot hold (the Python form passes them): a method whose
-    capabilities compose the engine's own drafter needs it here.
+    capabilities compose the engine's own drafter needs it here, and without it is refused in one
+    line naming ``model`` (the served model, where known) and the ways out.
 
     >>> read_settings({"method": "ngram", "max_n": 3}).options
     {'max_n': 3}
@@ -94,12 +95,16 @@ def read_settings(block: object, source: str = "model.yaml", **parts: Any) -> Dr
     capabilities = specs[method].capabilities
     engine_part = capabilities.engine_drafter_option
     if engine_part is not None and capabilities.engine_drafter_required and engine_part not in parts:
-        raise TrtllmConfigError(
-            f"{_where(source, 'method')} = {method!r} composes the engine's own neural drafter (its option "
-            f"{engine_part!r}), which a YAML file cannot build. For a neural + lookup hybrid use TensorRT-LLM's "
-            "MTP or Eagle3 with sa_config (`specplug preset trtllm mtp-sa`), or the Python form "
-            f"speculative_config({method!r}, {engine_part}=<a specplug.Proposer>)"
+        refusal = no_drafter(
+            f"{_where(source, 'method')} = {method!r}",
+            model or "the model",
+            why=f"TensorRT-LLM's User_Provided path runs no MTP/EAGLE drafter beside specplug's, and a YAML file cannot "
+                f"build one for its option {engine_part!r}",
+            give="for MTP or Eagle3 with lookup drafts use TensorRT-LLM's own sa_config (`specplug preset trtllm "
+                 f"mtp-sa`, `eagle3-sa`), or from Python speculative_config({method!r}, {engine_part}=<a specplug.Proposer>)",
+            lookups=f"use a lookup method that needs none: `{BLOCK}: {{method: suffix}}`, or method: adaptive",
         )
+        raise TrtllmConfigError(str(refusal))
     if capabilities.max_draft_tokens is not None and draft_len > capabilities.max_draft_tokens:
         raise TrtllmConfigError(
             f"{_where(source, 'max_draft_len')} = {draft_len} is longer than method {method!r} ever drafts "

@@ -163,5 +163,5 @@ def test_the_python_form_builds_user_provided_config_by_keyword():
     head = specplug.create("ngram")  # any Proposer stands for an engine drafter part
     hybrid = speculative_config("hybrid", max_draft_len=3, neural=head, config_class=UserProvidedDecodingConfig)
     assert hybrid.fields["drafter"].runtime._parts == {"neural": head}
-    with pytest.raises(TrtllmConfigError, match="speculative_config\\(\\): specplug.method = 'hybrid' composes"):
+    with pytest.raises(TrtllmConfigError, match="speculative_config\\(\\): specplug.method = 'hybrid' drafts with the model's own drafter"):
         speculative_config("hybrid", config_class=UserProvidedDecodingConfig)
