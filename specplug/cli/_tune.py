@@ -31,14 +31,27 @@ def tune_command(
     candidates: str = typer.Option(
         None, "--candidates", help="comma-separated settings to try (default: all; a bad name lists them)"
     ),
+    presets: str = typer.Option(
+        None, "--presets",
+        help="comma-separated shipped llama-server presets to measure too (e.g. mtp-ngram,code-edit); "
+             "given alone, only they are measured",
+    ),
 ) -> None:
     """Run llama-server over sample prompts with candidate settings; write the fastest as a preset."""
     if engine not in TUNABLE_ENGINES:
         raise InvalidOptionError(f"cannot tune engine {engine!r}; valid engines: {', '.join(TUNABLE_ENGINES)}")
     # imported here: the lab (and the adapter under it) is only needed by this command
-    from specplug.lab.llamacpp import select_candidates, tune
+    from specplug.lab.llamacpp import preset_settings, select_candidates, tune
 
-    grid = select_candidates(comma_names("--candidates", candidates) if candidates is not None else None)
+    from specplug._presets import list_presets
+
+    shipped: tuple = ()
+    if presets is not None:
+        shipped = preset_settings(comma_names("--presets", presets, valid=[p.name for p in list_presets("llama-server")]))
+    grid = () if shipped and candidates is None else select_candidates(
+        comma_names("--candidates", candidates) if candidates is not None else None
+    )
+    grid = (*grid, *shipped)
 
     console = Console(stderr=True)
     with console.status("tuning") as status:

@@ -5,6 +5,8 @@ Built on the llama.cpp adapter's process runner (:class:`specplug_adapters.llama
 - :func:`measure_settings` runs settings in interleaved rounds against plain decoding;
 - :func:`tune` measures a grid of llama.cpp's n-gram settings and writes the fastest as a
   preset (``specplug tune llama-server``);
+- :func:`check_mtp_settings` refuses a ``draft-mtp`` setting on a GGUF without MTP layers
+  (``blk.N.nextn.*`` tensors) before any server starts;
 - :func:`agreement` tells whether a speculative run's tokens match plain greedy decoding
   (or part from it only at a near-tie);
 - :func:`load_prompts` / :func:`shipped_prompts` read sample prompts (JSONL).
@@ -24,19 +26,25 @@ from specplug.lab.llamacpp._measure import (
     measure_settings,
 )
 from specplug.lab.llamacpp._prompts import Prompt, load_prompts, shipped_prompts
-from specplug.lab.llamacpp._tune import DEFAULT_CANDIDATES, select_candidates, tune
+from specplug.lab.llamacpp._mtp import MTP_TENSOR, check_mtp_settings, mtp_tensors, uses_model_mtp
+from specplug.lab.llamacpp._tune import DEFAULT_CANDIDATES, preset_settings, select_candidates, tune
 
 __all__ = [
     "DEFAULT_CANDIDATES",
+    "MTP_TENSOR",
     "Agreement",
     "Measurement",
     "Prompt",
     "Setting",
     "agreement",
+    "check_mtp_settings",
     "first_divergence",
     "load_prompts",
     "measure_settings",
+    "mtp_tensors",
+    "preset_settings",
     "select_candidates",
     "shipped_prompts",
     "tune",
+    "uses_model_mtp",
 ]

@@ -39,7 +39,9 @@ from specplug._outputs import check_output, write_text_atomic
 from specplug._presets import load_preset
 from specplug.cost import OnlineCostModel
 from specplug.lab.llamacpp._measure import Measurement, Setting, measure_settings
+from specplug.lab.llamacpp._mtp import check_mtp_settings
 from specplug.lab.llamacpp._prompts import load_prompts, shipped_prompts
+from specplug_adapters.llamacpp import check_model
 
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_LOG = Path(tempfile.gettempdir()) / "specplug-demo-engines.log"
@@ -139,14 +141,19 @@ def _steps(title: str, total: int, verbose: bool) -> Iterator[Callable[[str], No
         yield step
 
 
+def preset_setting(name: str) -> Setting:
+    """The shipped llama-server preset the demo compares (``--preset``)."""
+    preset = load_preset("llama-server", name)
+    return Setting(f"specplug preset {preset.name} (tuned)", tuple(preset.flags()))
+
+
 def run_server(model: Path, prompts_file: Path, args: argparse.Namespace, engine_log: TextIO) -> dict[str, Measurement]:
     prompts = load_prompts(prompts_file)
-    tuned = load_preset("llama-server", args.preset)
     settings = [
         Setting("plain"),
         Setting("llama.cpp --spec-default", ("--spec-default",)),
         HAND_BEST,
-        Setting(f"specplug preset {tuned.name} (tuned)", tuple(tuned.flags())),
+        preset_setting(args.preset),
     ]
     title = f"llama-server, {model.name}, {len(prompts)} code-edit prompts x {args.n_predict} tokens, 1 thread"
 
@@ -230,6 +237,10 @@ def main(argv: list[str] | None = None) -> None:
         check_output("--json", args.json)  # before minutes of measuring
     model = Path(args.model)
     prompts_file = Path(args.prompts) if args.prompts else shipped_prompts("code_edit")
+    if args.only in (None, "server"):
+        # an MTP preset on a GGUF without MTP layers: refused before either comparison starts an engine
+        check_model(model)
+        check_mtp_settings(model, [preset_setting(args.preset)])
     results: dict[str, object] = {"model": model.name, "prompts": prompts_file.name, "rounds": args.rounds}
     rounds = f"{args.rounds} round{'' if args.rounds == 1 else 's'}"
     print(f"specplug demo: {model.name}, {rounds}, greedy, one thread; speedups are tokens per CPU-second against plain in the same round")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from specplug import accepted_prefix
+from specplug.lab.llamacpp._mtp import check_mtp_settings
 from specplug.lab.llamacpp._prompts import Prompt
 from specplug_adapters.llamacpp import Completion, LlamaServer
 
@@ -162,6 +163,7 @@ def measure_settings(
 
     for setting in settings:  # check every setting (flags against --help, model path) before any runs
         server(setting)
+    check_mtp_settings(model, settings)  # a draft-mtp setting needs the GGUF's MTP layers
     results = {s.name: Measurement(s) for s in settings}
     plain_tokens: dict[str, tuple[int, ...]] = {}
     for round_index in range(rounds):

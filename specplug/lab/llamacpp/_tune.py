@@ -17,10 +17,11 @@ from pathlib import Path
 
 from specplug import InvalidOptionError
 from specplug._outputs import check_output, write_text_atomic
+from specplug._presets import load_preset
 from specplug.lab.llamacpp._measure import Measurement, Setting, measure_settings
 from specplug.lab.llamacpp._prompts import load_prompts
 
-__all__ = ["DEFAULT_CANDIDATES", "best", "preset_text", "select_candidates", "tune"]
+__all__ = ["DEFAULT_CANDIDATES", "best", "preset_settings", "preset_text", "select_candidates", "tune"]
 
 
 def _map_k(kind: str, n: int, m: int, hits: int = 1) -> Setting:
@@ -76,6 +77,15 @@ def select_candidates(names: Sequence[str] | None) -> tuple[Setting, ...]:
     if unknown:
         raise InvalidOptionError(f"unknown candidate(s) {unknown}; valid candidates: {', '.join(by_name)}")
     return tuple(by_name[name] for name in names)
+
+
+def preset_settings(names: Sequence[str]) -> tuple[Setting, ...]:
+    """Shipped llama-server presets as settings to measure (``specplug tune --presets``); a bad name lists them.
+
+    >>> preset_settings(["mtp"])[0]
+    Setting(name='preset mtp', flags=('--spec-type', 'draft-mtp', '--spec-draft-n-max', '3'))
+    """
+    return tuple(Setting(f"preset {name}", tuple(load_preset("llama-server", name).flags())) for name in names)
 
 
 def best(measurements: Sequence[Measurement]) -> Measurement:
