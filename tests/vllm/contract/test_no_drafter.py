@@ -113,21 +113,25 @@ def test_the_real_config_path_raises_specplugs_error_naming_the_model(target_mod
     assert f"there is none for {model_dir()} (LlamaForCausalLM): it has no MTP layers" in str(raised.value)
 
 
-def test_from_the_command_line_it_is_one_line_and_exit_status_2(target_model, capsys):
+def server_parser():
+    """The OpenAI server's parser, with the plugin loaded (where the module lives differs between builds)."""
     import importlib
     import importlib.util
 
-    from vllm.engine.arg_utils import EngineArgs
     from vllm.plugins import load_general_plugins
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     load_general_plugins()
-    name = "vllm.entrypoints.common.cli_args"  # 0.33; 0.32 keeps it under .openai
-    if importlib.util.find_spec(name) is None:
-        name = "vllm.entrypoints.openai.cli_args"
-    parser = importlib.import_module(name).make_arg_parser(FlexibleArgumentParser())
-    args = parser.parse_args(["--model", model_dir(), "--max-model-len", "1024", "--spec-method", "specplug.hybrid",
-                              "--spec-tokens", "4"])
+    places = ("vllm.entrypoints.common.cli_args", "vllm.entrypoints.launchers.cli_args", "vllm.entrypoints.openai.cli_args")
+    name = next(place for place in places if importlib.util.find_spec(place) is not None)
+    return importlib.import_module(name).make_arg_parser(FlexibleArgumentParser())
+
+
+def test_from_the_command_line_it_is_one_line_and_exit_status_2(target_model, capsys):
+    from vllm.engine.arg_utils import EngineArgs
+
+    args = server_parser().parse_args(["--model", model_dir(), "--max-model-len", "1024", "--spec-method",
+                                       "specplug.hybrid", "--spec-tokens", "4"])
     capsys.readouterr()
     with pytest.raises(SystemExit) as exited:
         EngineArgs.from_cli_args(args).create_engine_config()
@@ -136,3 +140,15 @@ def test_from_the_command_line_it_is_one_line_and_exit_status_2(target_model, ca
     (line,) = [line for line in err.splitlines() if line.startswith("specplug:")]
     assert line.startswith("specplug: error: specplug.hybrid drafts with the model's own drafter")
     assert model_dir() in line and "Traceback" not in err
+
+
+def test_from_the_command_line_a_head_in_spec_model_goes_on(target_model, monkeypatch):
+    from vllm.engine.arg_utils import EngineArgs
+
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    # the model drafting for itself stands in for a head of the same vocabulary
+    args = server_parser().parse_args(["--model", model_dir(), "--max-model-len", "1024", "--spec-method",
+                                       "specplug.hybrid", "--spec-model", model_dir(), "--spec-tokens", "3"])
+    config = EngineArgs.from_cli_args(args).create_engine_config()
+    assert config.speculative_config.method == "draft_model"
+    assert config.additional_config["specplug"] == {"method": "hybrid", "neural": None}
