@@ -124,7 +124,7 @@ def _translate_engine_args(args: Any, fields: frozenset[str], target_model_confi
         spec[key] = value
         setattr(args, attribute, None)
     target = None
-    if target_model_config is not None:
+    if target_model_config is not None and _composes(method):  # only a method over the model's drafter asks
         from specplug_adapters.vllm._target import target_model
 
         target = target_model(target_model_config)
