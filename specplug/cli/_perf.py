@@ -69,8 +69,8 @@ def _table(report) -> Table:
 
 def perf_command(
     contexts: str = typer.Option("8k,64k", "--contexts", help="context sizes in tokens, comma-separated (8k = 8192)"),
-    steps: int = typer.Option(2000, "--steps", min=1, help="request steps timed per run"),
-    repeats: int = typer.Option(3, "--repeats", min=1, help="runs per proposer, workload and size"),
+    steps: int = typer.Option(2000, "--steps", min=1, max=1_000_000, help="request steps timed per run"),
+    repeats: int = typer.Option(3, "--repeats", min=1, max=1000, help="runs per proposer, workload and size"),
     max_tokens: int = typer.Option(8, "--max-tokens", "-k", min=1, max=64, help="k: most draft tokens per step"),
     workloads: str = typer.Option("code-edit,text", "--workloads", help="workloads, comma-separated: code-edit, text"),
     methods: str = typer.Option("ngram,suffix", "--methods", help="specplug methods, comma-separated"),
@@ -78,7 +78,7 @@ def perf_command(
         "vllm-ngram", "--peers", help="peers timed in the same run, comma-separated ('' for none; see specplug.lab.peers)"
     ),
     cap_check: bool = typer.Option(True, "--cap-check/--no-cap-check", help="also push outputs through a 1 MiB suffix cache"),
-    cpu: int = typer.Option(None, "--cpu", min=0, help="pin this process to one CPU (less noise)"),
+    cpu: int = typer.Option(None, "--cpu", min=0, max=65535, help="pin this process to one CPU (less noise)"),
     batch: str = typer.Option(
         None,
         "--batch",
