@@ -58,6 +58,9 @@ class GuardedProposer:
         self._proposer = proposer
         # Proposer.propose checks its drafts itself; anything else is checked here
         self._checks_drafts = not (isinstance(proposer, Proposer) and type(proposer).propose is Proposer.propose)
+        self._checks_trees = not (
+            isinstance(proposer, Proposer) and type(proposer).propose_alternatives is Proposer.propose_alternatives
+        )
         # a batch path of specplug's own is checked in place; a plugin's result is checked and copied
         step_batch = getattr(type(proposer), "_step_batch", None)
         self._own_batch_path = getattr(step_batch, "__module__", "").startswith("specplug.")
@@ -178,7 +181,7 @@ class GuardedProposer:
             return Draft((), self.name, 0.0)
         try:
             draft = self.proposer.propose_alternatives(request_id, max_tokens, max_branches)
-            if self._checks_drafts:
+            if self._checks_trees:
                 draft = check_tree_draft(draft, max_tokens, max_branches, self.name)
         except Exception as error:  # noqa: BLE001
             self._fault("propose_alternatives", request_id, error)
@@ -335,7 +338,11 @@ class GuardedProposer:
         try:
             return check_batch_drafts(got, step.limits, self.name, copy=not self._own_batch_path)
         except InvalidDraftError as error:
-            if not isinstance(got, BatchDrafts) or _rows(got) != step.rows or _accepted(got, step.rows) is None:
+            # a bad row costs that row's draft; anything else wrong (a side array) costs every row's
+            one_row = error.kind in ("too long", "token out of range") or (
+                isinstance(got, BatchDrafts) and got._drafts is not None
+            )
+            if not one_row or _rows(got) != step.rows or _accepted(got, step.rows) is None:
                 self._bad_draft("step_batch", f"<{step.rows} rows>", error)
                 return _empty_drafts(step.rows, self._width(step), self.name)
         drafts = []
