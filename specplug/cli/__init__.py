@@ -63,6 +63,8 @@ def _run(argv: list[str] | None) -> None:
                 where = f" (see {context.command_path} --help)" if context is not None else ""
                 typer.echo(f"specplug: error: {_one_line(message)}{where}", err=True)
             raise SystemExit(getattr(error, "exit_code", 2)) from None
+    if code == INTERRUPTED:  # typer turns Ctrl-C inside a command into this status, silently
+        raise KeyboardInterrupt
     raise SystemExit(code if isinstance(code, int) else 0)
 
 
