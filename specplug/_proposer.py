@@ -88,6 +88,8 @@ class Proposer(abc.ABC):
     #: whether :meth:`propose_alternatives` can give more than one branch (an engine that verifies
     #: draft trees asks only such proposers; the others' single draft comes through the batch path)
     proposes_alternatives: ClassVar[bool] = False
+    #: the options' ``max_tokens`` once read (:meth:`_most_tokens`)
+    _options_most: int | None = None
 
     def __init__(self) -> None:
         # request id -> the last draft proposed and not yet resolved by extend()
@@ -428,7 +430,11 @@ class Proposer(abc.ABC):
         ``max_tokens``, else :data:`MAX_DRAFT_LIMIT`; a step's limits are cut to it."""
         most = self.max_draft_tokens
         if most is None:
-            most = getattr(getattr(self, "options", None), "max_tokens", None)
+            most = self._options_most
+            if most is None:  # options do not change once made: read once (a step's checks call this)
+                most = getattr(getattr(self, "options", None), "max_tokens", None)
+                most = self._options_most = most if most.__class__ is int and most >= 1 else MAX_DRAFT_LIMIT
+            return most
         if most.__class__ is not int or most < 1:
             return MAX_DRAFT_LIMIT
         return most
