@@ -148,7 +148,8 @@ class Proposer(abc.ABC):
         """
         with self._lock:
             self._check_live(request_id, "propose_alternatives")
-            limit = min(_check_max_tokens(max_tokens), self._most_tokens())
+            # a tree's budget is its verify width, past one branch's longest draft: cut only to the cap of all
+            limit = min(_check_max_tokens(max_tokens), MAX_DRAFT_LIMIT)
             branches = _check_max_branches(max_branches)
             if branches > 1:
                 draft = self._propose_alternatives(request_id, limit, branches)

@@ -191,7 +191,7 @@ CASES = {
     "bench trace 5000-character path": (lambda f: [*BENCH, str(f.folder / ("x" * 5000))], "cannot be read", []),
     "perf --steps 10**20": (lambda f: [*PERF, "--steps", str(10**20), "--json-out", f.good_output("p.json")], "--steps", ["p.json"]),
     "perf --steps 10**9": (lambda f: [*PERF, "--steps", str(10**9)], "--steps", []),
-    "bench --neural-alpha nan": (lambda f: [*BENCH, f.trace(), "--neural-alpha", "nan"], "--neural-alpha nan", []),
+    "bench --neural-alpha nan": (lambda f: [*BENCH, f.trace(), "--neural-alpha", "nan"], "--neural-alpha", []),
     "perf --repeats 10**9": (lambda f: [*PERF, "--repeats", str(10**9)], "--repeats", []),
     "tune --rounds 0": (
         lambda f: ["tune", "llama-server", "--model", "x.gguf", "--prompts", f.text("p.jsonl", '{"prompt": "hi"}\n'), "--rounds", "0"],
