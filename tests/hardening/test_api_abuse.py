@@ -1,5 +1,6 @@
 """Abuse of the core API beyond drafts and threads: nonsense options, batch forms, pending drafts,
-verification inputs, numpy integers, unhashable ids (issue 10, items 3, 4, 5 and 8)."""
+verification inputs, numpy integers, unhashable ids, steps wrong as a whole, limits past a method's
+maximum."""
 
 from __future__ import annotations
 

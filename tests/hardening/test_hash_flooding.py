@@ -1,8 +1,8 @@
 """Hash flooding: a prompt built so that its windows collide in the lookups' hash tables costs no
 more than a random prompt, because the hash is keyed per process (``_hashing.HASH_KEY``).
 
-The colliding prompt is built for the hash without a key (key 0: the hash as it was before it was
-keyed), as an attacker who read the source would build it: windows whose hash lands in the first
+The colliding prompt is built for the hash without a key (key 0), as an attacker who read the
+source would build it: windows whose hash lands in the first
 few slots of any table up to 2**20 slots, so that linear probing turns them into one cluster and
 every insert walks it. A control run with the key set to 0 shows that the prompt is an attack.
 Timings are medians of runs interleaved with the random prompt's, so a noisy machine slows both.
