@@ -34,7 +34,7 @@ from typing import Any
 from specplug._errors import SpecplugError
 from specplug._outputs import short_path
 
-__all__ = ["MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "InputFileError", "parse_json", "parse_problem", "read_text"]
+__all__ = ["MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "InputFileError", "is_dir", "is_file", "parse_json", "parse_problem", "read_text"]
 
 #: the deepest nesting of lists and objects accepted in a user's JSON (traces, prompts, options)
 MAX_JSON_DEPTH = 64
@@ -72,6 +72,23 @@ def read_text(path: str | os.PathLike[str]) -> str:
         raise InputFileError(
             file, f"is not UTF-8 text: byte 0x{data[error.start]:02x} on line {line} ({error.reason}); save it as UTF-8"
         ) from None
+
+
+def is_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a file; False, never an OSError, for a name the file system refuses
+    (too long, a loop of links), which ``Path.is_file`` raises on some Pythons."""
+    try:
+        return Path(path).is_file()
+    except OSError:
+        return False
+
+
+def is_dir(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a folder; False, never an OSError (see :func:`is_file`)."""
+    try:
+        return Path(path).is_dir()
+    except OSError:
+        return False
 
 
 def parse_problem(error: Exception) -> str | None:

@@ -189,6 +189,16 @@ CASES = {
         lambda f: [*BENCH, f.trace(), "--json", str(f.folder / ("x" * 5000))], "--json", [],
     ),
     "bench trace 5000-character path": (lambda f: [*BENCH, str(f.folder / ("x" * 5000))], "cannot be read", []),
+    "tune --prompts 5000-character path": (
+        lambda f: ["tune", "llama-server", "--model", "x.gguf", "--prompts", str(f.folder / ("x" * 5000))], "prompt file", [],
+    ),
+    "tune --model 5000-character path": (
+        lambda f: ["tune", "llama-server", "--model", str(f.folder / ("x" * 5000 + ".gguf")), "--prompts", f.text("p.jsonl", '{"prompt": "hi"}\n')],
+        "model file", [],
+    ),
+    "trace prompts 5000-character path": (
+        lambda f: ["trace", str(f.folder / ("x" * 5000 + ".jsonl")), "--out", f.good_output("o.jsonl")], "prompt set", ["o.jsonl"],
+    ),
     "perf --steps 10**20": (lambda f: [*PERF, "--steps", str(10**20), "--json-out", f.good_output("p.json")], "--steps", ["p.json"]),
     "perf --steps 10**9": (lambda f: [*PERF, "--steps", str(10**9)], "--steps", []),
     "bench --neural-alpha nan": (lambda f: [*BENCH, f.trace(), "--neural-alpha", "nan"], "--neural-alpha", []),
