@@ -202,6 +202,7 @@ CASES = {
     "perf --steps 10**20": (lambda f: [*PERF, "--steps", str(10**20), "--json-out", f.good_output("p.json")], "--steps", ["p.json"]),
     "perf --steps 10**9": (lambda f: [*PERF, "--steps", str(10**9)], "--steps", []),
     "bench --neural-alpha nan": (lambda f: [*BENCH, f.trace(), "--neural-alpha", "nan"], "--neural-alpha", []),
+    "perf --batch 4096 --contexts 4m": (lambda f: [*PERF, "--batch", "4096", "--contexts", "4096k"], "tokens held at once", []),
     "perf --repeats 10**9": (lambda f: [*PERF, "--repeats", str(10**9)], "--repeats", []),
     "tune --rounds 0": (
         lambda f: ["tune", "llama-server", "--model", "x.gguf", "--prompts", f.text("p.jsonl", '{"prompt": "hi"}\n'), "--rounds", "0"],

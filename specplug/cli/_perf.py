@@ -67,6 +67,11 @@ def _table(report) -> Table:
     return table
 
 
+#: the most context tokens a --batch run holds at once (its largest batch times its largest context):
+#: past it the lookups' state alone would need gigabytes
+MAX_BATCH_TOKENS = 1 << 26
+
+
 def perf_command(
     contexts: str = typer.Option("8k,64k", "--contexts", help="context sizes in tokens, comma-separated (8k = 8192)"),
     steps: int = typer.Option(2000, "--steps", min=1, max=1_000_000, help="request steps timed per run"),
@@ -113,8 +118,14 @@ def perf_command(
         raise InvalidOptionError("--interleave: it orders the subjects of a --batch run; give --batch too (e.g. 1,128)")
     console = Console(stderr=True)
     if batch is not None:
+        batches = comma_ints("--batch", batch, example="1,32,128", maximum=4096)
+        if max(batches) * max(sizes) > MAX_BATCH_TOKENS:
+            raise InvalidOptionError(
+                f"--batch {max(batches)} x --contexts {max(sizes)}: {max(batches) * max(sizes):,} tokens held at once; "
+                f"at most {MAX_BATCH_TOKENS:,} (a smaller batch or context)"
+            )
         _batch_perf(
-            comma_ints("--batch", batch, example="1,32,128", maximum=4096), sizes, chosen, methods, peers, steps, repeats,
+            batches, sizes, chosen, methods, peers, steps, repeats,
             max_tokens, as_json, json_out, console, interleave,
         )
         return
