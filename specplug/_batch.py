@@ -14,34 +14,66 @@ from dataclasses import dataclass
 import numpy as np
 
 from specplug._drafts import MAX_TOKEN_ID, Draft, RequestId, as_token_array, check_draft
-from specplug._errors import InvalidDraftError, InvalidOptionError, InvalidTokensError
+from specplug._errors import InvalidDraftError, InvalidOptionError, InvalidTokensError, shown
 
 __all__ = ["BatchDrafts", "BatchStep", "check_batch_drafts", "check_batch_size"]
 
-def check_batch_drafts(drafts: object, limits: np.ndarray, who: str = "proposer") -> BatchDrafts:
-    """``drafts`` if it holds one valid draft per row within its row's limit, else :class:`InvalidDraftError`.
+def check_batch_drafts(drafts: object, limits: np.ndarray, who: str = "proposer", copy: bool = True) -> BatchDrafts:
+    """``drafts`` checked as a whole, or :class:`InvalidDraftError` naming the first bad value.
 
-    Read through the arrays (a batch path writes them; per-row drafts were checked as made).
+    Everything an engine reads is checked: one valid draft per row within its row's limit
+    (``tokens`` a 2-D int array, ``lengths`` ints within the limit and the width, every used
+    token in ``[0, MAX_TOKEN_ID]``), ``accepted`` one int >= 0 per row, ``scores`` one float per
+    row, ``needs_neural`` one bool per row and ``sources`` a list or tuple of one str per row.
+    With ``copy`` (a plugin's result) the values come back copied into a plain BatchDrafts, so
+    nothing the proposer keeps, or a subclass overrides, can change them after the check.
+
+    >>> check_batch_drafts(BatchDrafts.from_drafts([Draft((1, 2), "x")], [0], 2), np.array([2])).draft(0).tokens
+    (1, 2)
+    >>> bad = BatchDrafts(np.zeros((1, 2), dtype=np.int64), np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64), ["x"], np.zeros(2), np.ones(1, dtype=bool))
+    >>> check_batch_drafts(bad, np.array([2]))
+    Traceback (most recent call last):
+    ...
+    specplug._errors.InvalidDraftError: proposer returned batch scores of shape (2,) and dtype float64 for 1 rows; they are one float per row
     """
     if not isinstance(drafts, BatchDrafts):
         raise InvalidDraftError(
-            "not a Draft", f"{who} returned {type(drafts).__name__} {drafts!r:.60} from a batch step, not BatchDrafts"
+            "not a Draft", f"{who} returned {type(drafts).__name__} {shown(drafts)} from a batch step, not BatchDrafts"
         )
     rows = len(limits)
-    if drafts._drafts is not None:  # per-row drafts: each checked where it was made, if not here
-        if len(drafts._drafts) != rows:
-            raise InvalidDraftError("not a Draft", f"{who} returned {len(drafts._drafts)} drafts for {rows} rows")
-        for row, draft in enumerate(drafts._drafts):
-            check_draft(draft, int(limits[row]), who)
-        return drafts
+    width = int(limits.max()) if rows else 0
+    per_row = drafts._drafts
+    if per_row is not None:  # per-row drafts: each checked (and copied) here
+        if per_row.__class__ not in (list, tuple) or len(per_row) != rows:
+            raise InvalidDraftError("not a Draft", f"{who} returned {_count(per_row)} drafts for {rows} rows")
+        accepted = batch_column(drafts._accepted, rows, "accepted", "iu", who)
+        checked = [check_draft(draft, int(limits[row]), who) for row, draft in enumerate(per_row)]
+        if not copy and drafts.__class__ is BatchDrafts and drafts._width <= width and all(
+            mine is theirs for mine, theirs in zip(checked, per_row)
+        ):
+            return drafts
+        return BatchDrafts.from_drafts(checked, accepted, width)
     tokens, lengths = drafts.tokens, drafts.lengths
     if (
-        not isinstance(tokens, np.ndarray) or not isinstance(lengths, np.ndarray) or tokens.ndim != 2
-        or len(tokens) != rows or lengths.shape != (rows,) or not np.issubdtype(tokens.dtype, np.integer)
-        or not np.issubdtype(lengths.dtype, np.integer)
+        tokens.__class__ is not np.ndarray or tokens.ndim != 2 or len(tokens) != rows
+        or tokens.dtype.kind not in "iu"
     ):
         raise InvalidDraftError(
-            "not a Draft", f"{who} returned batch drafts that are not int arrays of {rows} rows"
+            "not a Draft", f"{who} returned batch tokens that are not a 2-D int array of {rows} rows"
+        )
+    lengths = batch_column(lengths, rows, "lengths", "iu", who)
+    accepted = batch_column(drafts.accepted, rows, "accepted", "iu", who)
+    scores = batch_column(drafts.scores, rows, "scores", "f", who)
+    needs_neural = batch_column(drafts.needs_neural, rows, "needs_neural", "b", who)
+    sources = drafts.sources
+    if (
+        sources.__class__ not in (list, tuple) or len(sources) != rows
+        or (rows and not (sources[0].__class__ is str and sources.count(sources[0]) == rows)
+            and not all(source.__class__ is str for source in sources))
+    ):
+        raise InvalidDraftError(
+            "not a Draft", f"{who} returned batch sources of type {type(sources).__name__} and length "
+            f"{_count(sources)} for {rows} rows; they are a list of one str per row"
         )
     if rows:
         if (lengths > limits).any() or (lengths < 0).any() or int(lengths.max()) > tokens.shape[1]:
@@ -49,6 +81,9 @@ def check_batch_drafts(drafts: object, limits: np.ndarray, who: str = "proposer"
             raise InvalidDraftError(
                 "too long", f"{who} drafted {int(lengths[row])} tokens in row {row} where {int(limits[row])} were asked for"
             )
+        if int(accepted.min()) < 0:
+            row = int(np.argmin(accepted))
+            raise InvalidDraftError("not a Draft", f"{who} returned accepted = {int(accepted[row])} in row {row}; it is >= 0")
         if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) > MAX_TOKEN_ID):
             used = np.arange(tokens.shape[1]) < lengths[:, None]
             bad = used & ((tokens < 0) | (tokens > MAX_TOKEN_ID))
@@ -59,7 +94,35 @@ def check_batch_drafts(drafts: object, limits: np.ndarray, who: str = "proposer"
                     f"{who} drafted token {int(tokens[row, position])} in row {row} at position {position}; "
                     f"token ids are ints in [0, {MAX_TOKEN_ID}]",
                 )
-    return drafts
+    if not copy and drafts.__class__ is BatchDrafts:
+        return drafts
+    return BatchDrafts(
+        np.array(tokens[:, :width], dtype=np.int64), np.array(lengths, dtype=np.int64),
+        np.array(accepted, dtype=np.int64), [str(source) for source in sources],
+        np.array(scores, dtype=np.float64), np.array(needs_neural, dtype=np.bool_),
+    )
+
+
+def _count(values: object) -> str:
+    try:
+        return str(len(values))  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - no length at all
+        return "no"
+
+
+def batch_column(values: object, rows: int, what: str, kinds: str, who: str) -> np.ndarray:
+    """One of a batch's per-row arrays, checked: a 1-D array of ``rows`` values of a dtype kind in
+    ``kinds`` (a list of ints for ``accepted``, which per-row drafts keep as given)."""
+    if values.__class__ in (list, tuple) and kinds == "iu":
+        if len(values) == rows and all(value.__class__ is int for value in values):
+            return np.array(values, dtype=np.int64)
+    elif values.__class__ is np.ndarray and values.shape == (rows,) and values.dtype.kind in kinds:
+        return values
+    kind = {"iu": "int", "f": "float", "b": "bool"}[kinds]
+    shape = getattr(values, "shape", None)
+    dtype = getattr(values, "dtype", None)
+    got = f"of shape {shape} and dtype {dtype}" if shape is not None else f"of type {type(values).__name__} and length {_count(values)}"
+    raise InvalidDraftError("not a Draft", f"{who} returned batch {what} {got} for {rows} rows; they are one {kind} per row")
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +288,7 @@ class BatchDrafts:
 def items_of(values: object, what: str) -> list:
     """``values`` as a list, read once, or a one-line error naming what was given."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise InvalidOptionError(f"{what} must be an iterable; got {type(values).__name__} {values!r:.60}")
+        raise InvalidOptionError(f"{what} must be an iterable; got {type(values).__name__} {shown(values)}")
     return list(values)
 
 
@@ -234,7 +297,7 @@ def pairs_of(values: object, what: str, shape: str) -> list[tuple[object, object
     items = items_of(values, what)
     for index, item in enumerate(items):
         if not isinstance(item, (tuple, list)) or len(item) != 2:
-            raise InvalidOptionError(f"{what} takes {shape} pairs; item {index} is {item!r:.60}")
+            raise InvalidOptionError(f"{what} takes {shape} pairs; item {index} is {shown(item)}")
         if item.__class__ is not tuple:
             items[index] = tuple(item)
     return items
@@ -255,7 +318,7 @@ def checked_step_arrays(rows: int, offsets: np.ndarray, limits: np.ndarray, toke
         # sorted() runs in C, and in one pass over offsets that already rise
         if bounds[0] != 0 or bounds[-1] != len(tokens) or (rows > 1 and bounds != sorted(bounds)):
             raise InvalidTokensError(
-                f"offsets {bounds!r:.80} must rise from 0 to len(new_tokens) = {len(tokens)}"
+                f"offsets {shown(bounds, 80)} must rise from 0 to len(new_tokens) = {len(tokens)}"
             )
         least = min(limits.tolist())
         if least < 0:
@@ -288,5 +351,5 @@ def check_batch_size(batch_size: object) -> int:
     4
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise InvalidOptionError(f"batch_size = {batch_size!r} is not valid; it must be an int >= 1")
+        raise InvalidOptionError(f"batch_size = {shown(batch_size)} is not valid; it must be an int >= 1")
     return operator.index(batch_size)

@@ -7,13 +7,13 @@ draft verification kept.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
 
-from specplug._errors import InvalidDraftError, InvalidTokensError
+from specplug._errors import InvalidDraftError, InvalidTokensError, shown
 
 __all__ = ["DRAFT_KINDS", "Draft", "DraftKind", "MAX_TOKEN_ID", "RequestId", "accepted_prefix", "as_token_array", "check_draft", "check_tree_draft", "draft_accepted"]
 
@@ -110,19 +110,13 @@ def check_tree_draft(draft: object, max_tokens: int, max_branches: int, who: str
     ...
     specplug._errors.InvalidDraftError: proposer drafted token -2 at position 1; token ids are ints in [0, 2147483647]
     """
-    draft = check_draft(draft, max_tokens, who)
+    draft = _checked(draft, max_tokens, who, None)
     tokens, alternatives = draft.tokens, draft.alternatives
-    if alternatives.__class__ is not tuple:
-        raise InvalidDraftError(
-            "tokens not a tuple",
-            f"{who} drafted alternatives of type {type(alternatives).__name__}; Draft.alternatives is a tuple of tuples",
-        )
     kept: list[tuple[int, ...]] = []
     if alternatives and tokens and max_branches > 1:
         # the tree's nodes so far: every prefix of a kept branch
         nodes = {tokens[:depth] for depth in range(1, len(tokens) + 1)}
         for branch in alternatives:
-            _check_token_tuple(branch, who, "an alternative of type {}; branches are tuples of ints")
             shared = 0
             while shared < len(branch) and branch[: shared + 1] in nodes:
                 shared += 1
@@ -141,11 +135,20 @@ def check_tree_draft(draft: object, max_tokens: int, max_branches: int, who: str
 def as_token_array(tokens: object, what: str = "token_ids") -> np.ndarray:
     """Return ``tokens`` as a 1-D int64 array, or raise naming the bad value.
 
+    The one token-sequence check of every entry point: a list, a tuple or a 1-D array of a
+    signed or unsigned integer dtype. Anything else is refused with its type named: a dict or a
+    set (whose order is not the sequence's), a masked array (its masked-out values would be
+    drafted), an array of floats, objects or times, a str.
+
     >>> as_token_array([3, 4]).tolist()
     [3, 4]
+    >>> as_token_array({5: 1})
+    Traceback (most recent call last):
+    ...
+    specplug._errors.InvalidTokensError: token_ids must be a sequence (list, tuple or 1-D int array) of non-negative ints; got dict {5: 1}
     """
-    if isinstance(tokens, np.ndarray):
-        if tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):
+    if tokens.__class__ is np.ndarray:
+        if tokens.ndim != 1 or tokens.dtype.kind not in "iu":
             raise InvalidTokensError(
                 f"{what} must be a 1-D sequence of non-negative ints; got an array of "
                 f"dtype {tokens.dtype} and shape {tokens.shape}"
@@ -155,29 +158,47 @@ def as_token_array(tokens: object, what: str = "token_ids") -> np.ndarray:
             index = int(np.argmax((array < 0) | (array > MAX_TOKEN_ID)))
             _reject(what, index, int(array[index]))
         return array
-    if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Iterable):
-        raise InvalidTokensError(
-            f"{what} must be a sequence of non-negative ints; got {type(tokens).__name__} {tokens!r:.80}"
-        )
-    items = list(tokens)
+    if tokens.__class__ is not list and tokens.__class__ is not tuple:
+        if not _in_order(tokens):
+            raise InvalidTokensError(
+                f"{what} must be a sequence (list, tuple or 1-D int array) of non-negative ints; "
+                f"got {type(tokens).__name__} {shown(tokens)}"
+            )
+        items = list(tokens)
+    else:
+        items = tokens
     # A plain loop: for the few tokens of a decoding step it is faster than numpy reductions.
     for index, token in enumerate(items):
-        if token.__class__ is not int and (isinstance(token, bool) or not isinstance(token, (int, np.integer))):
+        if token.__class__ is not int and (
+            isinstance(token, bool) or not isinstance(token, (int, np.integer)) or token.dtype.kind not in "iu"
+        ):
             raise InvalidTokensError(
-                f"{what}[{index}] = {token!r:.40} is not an int; token ids are non-negative ints"
+                f"{what}[{index}] = {shown(token, 40)} is not an int; token ids are non-negative ints"
             )
         if not 0 <= token <= MAX_TOKEN_ID:
             _reject(what, index, int(token))
     return np.array(items, dtype=np.int64)
 
 
+def _in_order(tokens: object) -> bool:
+    """Whether ``tokens`` is a sequence (an engine's own list type too) or a one-pass iterator,
+    read in its order; dicts, sets, strings and arrays that are not plain ndarrays (masked,
+    matrix) are not."""
+    if isinstance(tokens, (str, bytes, bytearray, np.ndarray)):
+        return False
+    return isinstance(tokens, (Sequence, Iterator))
+
 
 def check_draft(draft: object, max_tokens: int, who: str = "proposer") -> Draft:
     """``draft`` if it is a valid draft of at most ``max_tokens`` tokens, else :class:`InvalidDraftError`.
 
     Valid: a :class:`Draft` whose ``tokens`` is a tuple of at most ``max_tokens`` Python ints in
-    ``[0, MAX_TOKEN_ID]``. Engines write drafts into int32 buffers (or C arrays): anything else
-    would reach them as a wrong token, an overflow or an out-of-bounds write.
+    ``[0, MAX_TOKEN_ID]``, whose ``alternatives`` is a tuple of at most ``max_tokens`` such tuples
+    (each at most ``max_tokens`` long), whose ``source`` is a str, ``score`` a real number or None
+    and ``needs_neural`` a bool. Engines write drafts into int32 buffers (or C arrays), trees
+    included: anything else would reach them as a wrong token, an overflow or an out-of-bounds
+    write. A subclass of Draft is returned copied into a plain Draft (its values read once), so
+    nothing it overrides can change what the engine reads after the check.
 
     >>> check_draft(Draft((5, 6), "x"), 4).tokens
     (5, 6)
@@ -185,16 +206,72 @@ def check_draft(draft: object, max_tokens: int, who: str = "proposer") -> Draft:
     Traceback (most recent call last):
     ...
     specplug._errors.InvalidDraftError: proposer drafted token -1 at position 1; token ids are ints in [0, 2147483647]
+    >>> check_draft(Draft((5,), "x", alternatives=((-3,),)), 4)
+    Traceback (most recent call last):
+    ...
+    specplug._errors.InvalidDraftError: proposer drafted token -3 at position 0; token ids are ints in [0, 2147483647]
     """
-    if draft.__class__ is not Draft and not isinstance(draft, Draft):
-        raise InvalidDraftError(
-            "not a Draft", f"{who} returned {type(draft).__name__} {draft!r:.60}, not a Draft"
-        )
+    return _checked(draft, max_tokens, who, max_tokens)
+
+
+def _checked(draft: object, max_tokens: int, who: str, most_alternatives: int | None) -> Draft:
+    """:func:`check_draft`; ``most_alternatives`` None: any number of alternatives of any length
+    (a tree is shaped after), their tokens checked all the same."""
+    if draft.__class__ is not Draft:
+        draft = _plain_draft(draft, who)
+    elif (
+        draft.source.__class__ is not str or draft.needs_neural.__class__ is not bool
+        or (draft.score is not None and draft.score.__class__ is not float)
+    ):
+        draft = _plain_draft(draft, who)
     tokens = draft.tokens
     _check_token_tuple(tokens, who, "tokens of type {}; Draft.tokens is a tuple of ints")
     if len(tokens) > max_tokens:
         raise InvalidDraftError("too long", f"{who} drafted {len(tokens)} tokens where {max_tokens} were asked for")
+    alternatives = draft.alternatives
+    if alternatives or alternatives.__class__ is not tuple:
+        _check_alternatives(alternatives, most_alternatives, max_tokens, who)
     return draft
+
+
+def _plain_draft(draft: object, who: str) -> Draft:
+    """A plain :class:`Draft` holding ``draft``'s values, each read once and checked for its type
+    (tokens are checked by the caller), or :class:`InvalidDraftError`."""
+    if not isinstance(draft, Draft):
+        raise InvalidDraftError("not a Draft", f"{who} returned {type(draft).__name__} {shown(draft)}, not a Draft")
+    tokens, source, score = draft.tokens, draft.source, draft.score
+    needs_neural, alternatives = draft.needs_neural, draft.alternatives
+    if source.__class__ is not str:
+        raise InvalidDraftError("not a Draft", f"{who} drafted a source of type {type(source).__name__}; Draft.source is a str")
+    if score is not None:
+        if isinstance(score, bool) or not isinstance(score, (int, float, np.integer, np.floating)):
+            raise InvalidDraftError(
+                "not a Draft", f"{who} drafted a score of type {type(score).__name__}; Draft.score is a float or None"
+            )
+        score = float(score)
+    if needs_neural.__class__ is not bool and needs_neural.__class__ is not np.bool_:
+        raise InvalidDraftError(
+            "not a Draft", f"{who} drafted needs_neural of type {type(needs_neural).__name__}; it is a bool"
+        )
+    return Draft(tokens, source, score, bool(needs_neural), alternatives)
+
+
+def _check_alternatives(alternatives: object, most: int | None, max_tokens: int, who: str) -> None:
+    """Raise unless ``alternatives`` is a tuple of at most ``most`` branches, each a tuple of at
+    most ``max_tokens`` valid token ids (``most`` None: any number, of any length)."""
+    if alternatives.__class__ is not tuple:
+        raise InvalidDraftError(
+            "tokens not a tuple",
+            f"{who} drafted alternatives of type {type(alternatives).__name__}; Draft.alternatives is a tuple of tuples",
+        )
+    if most is not None and len(alternatives) > most:
+        raise InvalidDraftError("too long", f"{who} drafted {len(alternatives)} alternatives where {most} fit")
+    for branch in alternatives:
+        _check_token_tuple(branch, who, "an alternative of type {}; branches are tuples of ints")
+        if most is not None and len(branch) > max_tokens:
+            raise InvalidDraftError(
+                "too long", f"{who} drafted an alternative of {len(branch)} tokens where {max_tokens} were asked for"
+            )
 
 
 def _check_token_tuple(tokens: object, who: str, not_a_tuple: str) -> None:
@@ -214,7 +291,7 @@ def _reject_draft(tokens: tuple, who: str) -> None:
         if token.__class__ is not int:
             raise InvalidDraftError(
                 "token not an int",
-                f"{who} drafted {token!r:.40} ({type(token).__name__}) at position {position}; token ids are Python ints",
+                f"{who} drafted {shown(token, 40)} ({type(token).__name__}) at position {position}; token ids are Python ints",
             )
         if not 0 <= token <= MAX_TOKEN_ID:
             raise InvalidDraftError(

@@ -15,6 +15,7 @@ __all__ = [
     "UnknownMethodError",
     "UnknownNameError",
     "UnknownPeerError",
+    "shown",
 ]
 
 
@@ -38,7 +39,7 @@ class UnknownNameError(NotFoundError):
     def __init__(self, name: object, valid: list[str]) -> None:
         self.name = name
         self.valid = valid
-        super().__init__(f"unknown {self.kind} {name!r}; valid {self.kind}s: {', '.join(valid) or '(none)'}")
+        super().__init__(f"unknown {self.kind} {shown(name)}; valid {self.kind}s: {', '.join(valid) or '(none)'}")
 
 
 class UnknownMethodError(UnknownNameError):
@@ -90,3 +91,26 @@ class InvalidDraftError(SpecplugError, ValueError):
     def __init__(self, kind: str, message: str) -> None:
         self.kind = kind
         super().__init__(message)
+
+
+def shown(value: object, width: int = 60) -> str:
+    """``repr(value)`` cut to about ``width`` characters, for quoting a bad value in a message.
+
+    A huge value would make a huge message, and a value whose ``repr`` raises would replace the
+    error being reported with its own.
+
+    >>> shown("x" * 10_000_000, 12)
+    "'xxxxxxxxxx..."
+    >>> class Bad:
+    ...     def __repr__(self): raise RuntimeError
+    >>> shown(Bad())
+    '<Bad whose repr raised>'
+    """
+    if isinstance(value, (str, bytes)) and len(value) > width:
+        value = value[:width]  # not repr of all of it: that alone could cost seconds
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - any repr may raise; the message must not
+        return f"<{type(value).__name__} whose repr raised>"
+    text = text.replace("\n", " ")  # a message is one line
+    return text if len(text) <= width else text[: width - 3] + "..."

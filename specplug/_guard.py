@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specplug._batch import BatchDrafts, BatchStep, check_batch_drafts
+from specplug._batch import BatchDrafts, BatchStep, batch_column, check_batch_drafts
 from specplug._drafts import Draft, RequestId, check_draft, check_tree_draft
-from specplug._proposer import Proposer
-from specplug._errors import InvalidDraftError, RequestStateError
+from specplug._proposer import MAX_DRAFT_LIMIT, Proposer
+from specplug._errors import InvalidDraftError, RequestStateError, shown
 
 __all__ = ["GuardedProposer"]
 
@@ -58,6 +58,12 @@ class GuardedProposer:
         self._proposer = proposer
         # Proposer.propose checks its drafts itself; anything else is checked here
         self._checks_drafts = not (isinstance(proposer, Proposer) and type(proposer).propose is Proposer.propose)
+        self._checks_trees = not (
+            isinstance(proposer, Proposer) and type(proposer).propose_alternatives is Proposer.propose_alternatives
+        )
+        # a batch path of specplug's own is checked in place; a plugin's result is checked and copied
+        step_batch = getattr(type(proposer), "_step_batch", None)
+        self._own_batch_path = getattr(step_batch, "__module__", "").startswith("specplug.")
 
     @property
     def name(self) -> str:
@@ -104,11 +110,11 @@ class GuardedProposer:
             return
         if self._counted(("proposer", action, type(error).__name__)):
             self._log.warning(
-                "specplug proposer %s raised in %s() for request %r; drafting skipped "
+                "specplug proposer %s raised in %s() for request %s; drafting skipped "
                 "(logged once per kind of fault)",
                 self.name,
                 action,
-                request_id,
+                shown(request_id),
                 exc_info=error,
             )
 
@@ -116,11 +122,11 @@ class GuardedProposer:
         self._add("bad_drafts")
         if self._counted(("draft", action, error.kind)):
             self._log.warning(
-                "specplug proposer %s made a bad draft in %s() for request %r (%s): %s; that draft is "
+                "specplug proposer %s made a bad draft in %s() for request %s (%s): %s; that draft is "
                 "dropped (logged once per kind of bad draft)",
                 self.name,
                 action,
-                request_id,
+                shown(request_id),
                 error.kind,
                 error,
             )
@@ -130,7 +136,7 @@ class GuardedProposer:
         try:
             hash(request_id)
         except TypeError:
-            error = RequestStateError(f"request_id {request_id!r:.60} is not hashable; use a str or an int")
+            error = RequestStateError(f"request_id {shown(request_id)} is not hashable; use a str or an int")
             self._fault(action, "<unhashable>", error)
             return True
         return False
@@ -175,7 +181,7 @@ class GuardedProposer:
             return Draft((), self.name, 0.0)
         try:
             draft = self.proposer.propose_alternatives(request_id, max_tokens, max_branches)
-            if self._checks_drafts:
+            if self._checks_trees:
                 draft = check_tree_draft(draft, max_tokens, max_branches, self.name)
         except Exception as error:  # noqa: BLE001
             self._fault("propose_alternatives", request_id, error)
@@ -237,7 +243,8 @@ class GuardedProposer:
         except TypeError:
             error = RequestStateError("a batch step names a request_id that is not hashable; use a str or an int")
             self._fault("step_batch", "<unhashable>", error)
-            return _empty_drafts(step.rows, int(step.limits.max()) if step.rows else 0, self.name)
+            return _empty_drafts(step.rows, self._width(step), self.name)
+        step = self._capped(step)
         if _has_batch_path(self.proposer):
             drafts = self._step_batched(step)
         else:
@@ -262,17 +269,42 @@ class GuardedProposer:
             if limit > 0 and request_id not in self._disabled:
                 draft = self._propose(request_id, limit)
             drafts.append(draft)
-        return BatchDrafts.from_drafts(drafts, accepted, int(step.limits.max()) if step.rows else 0)
+        return BatchDrafts.from_drafts(drafts, accepted, self._width(step))
+
+    def _most_tokens(self) -> int:
+        proposer = self.proposer
+        return proposer._most_tokens() if isinstance(proposer, Proposer) else MAX_DRAFT_LIMIT
+
+    def _capped(self, step: BatchStep) -> BatchStep:
+        """``step`` with its limits cut to the proposer's longest draft (never allocated past it)."""
+        limits = step.limits
+        if limits.__class__ is np.ndarray and limits.ndim == 1 and limits.size and limits.dtype.kind in "iu":
+            most = self._most_tokens()
+            if int(limits.max()) > most:
+                return BatchStep(
+                    step.request_ids, step.new_tokens, step.offsets, np.minimum(limits, most), step.started, step.stopped
+                )
+        return step
+
+    def _width(self, step: BatchStep) -> int:
+        """The draft width of ``step``: its largest limit, within the proposer's longest draft
+        (0 where the limits cannot be read: the step is refused)."""
+        try:
+            width = int(np.max(step.limits)) if step.rows else 0
+        except Exception:  # noqa: BLE001 - a malformed step is the proposer check's to name
+            return 0
+        return max(0, min(width, self._most_tokens()))
 
     def _step_batched(self, step: BatchStep) -> BatchDrafts:
         proposer = self.proposer
         for request_id in step.stopped:
             self._disabled.discard(request_id)
-        stopped = [request_id for request_id in step.stopped if request_id in proposer]
+        # once each: an engine that reports a stop twice has not made the step bad
+        stopped = [request_id for request_id in dict.fromkeys(step.stopped) if request_id in proposer]
         for request_id, _ in step.started:
             self._disabled.discard(request_id)
         rows = step.rows
-        width = int(step.limits.max()) if rows else 0
+        width = self._width(step)
         disabled = self._disabled
         keep = [row for row, request_id in enumerate(step.request_ids) if request_id not in disabled] if disabled else None
         call = step if keep is None else _select_rows(step, keep)
@@ -289,7 +321,8 @@ class GuardedProposer:
             return got
         out = _empty_drafts(rows, width, self.name)
         index = np.asarray(keep, dtype=np.int64)
-        out.tokens[index, : got.tokens.shape[1]] = got.tokens
+        shared = min(out.tokens.shape[1], got.tokens.shape[1])  # lengths are within both
+        out.tokens[index, :shared] = got.tokens[:, :shared]
         out.lengths[index] = got.lengths
         out.accepted[index] = got.accepted
         out.scores[index] = got.scores
@@ -300,13 +333,18 @@ class GuardedProposer:
         return BatchDrafts(out.tokens, out.lengths, out.accepted, sources, out.scores, out.needs_neural)
 
     def _clean(self, got: object, step: BatchStep) -> BatchDrafts:
-        """A batch path's drafts, with every bad row's draft emptied (and each counted)."""
+        """A batch path's drafts, with every bad row's draft emptied (and each counted); anything
+        else wrong with them (the side arrays) empties every row."""
         try:
-            return check_batch_drafts(got, step.limits, self.name)
+            return check_batch_drafts(got, step.limits, self.name, copy=not self._own_batch_path)
         except InvalidDraftError as error:
-            if not isinstance(got, BatchDrafts) or len(got) != step.rows:
+            # a bad row costs that row's draft; anything else wrong (a side array) costs every row's
+            one_row = error.kind in ("too long", "token out of range") or (
+                isinstance(got, BatchDrafts) and got._drafts is not None
+            )
+            if not one_row or _rows(got) != step.rows or _accepted(got, step.rows) is None:
                 self._bad_draft("step_batch", f"<{step.rows} rows>", error)
-                return _empty_drafts(step.rows, int(step.limits.max()) if step.rows else 0, self.name)
+                return _empty_drafts(step.rows, self._width(step), self.name)
         drafts = []
         for row, request_id in enumerate(step.request_ids):
             try:
@@ -317,10 +355,10 @@ class GuardedProposer:
                 drafts.append(check_draft(got.draft(row), int(step.limits[row]), self.name))
             except Exception as error:  # noqa: BLE001 - a row that cannot even be read is as bad
                 if not isinstance(error, InvalidDraftError):
-                    error = InvalidDraftError("not a Draft", f"row {row} of the batch drafts cannot be read: {error!r:.80}")
+                    error = InvalidDraftError("not a Draft", f"row {row} of the batch drafts cannot be read: {shown(error, 80)}")
                 self._bad_draft("step_batch", request_id, error)
                 drafts.append(Draft((), self.name, 0.0))
-        return BatchDrafts.from_drafts(drafts, got.accepted, int(step.limits.max()) if step.rows else 0)
+        return BatchDrafts.from_drafts(drafts, _accepted(got, step.rows), self._width(step))
 
     def _count(self, drafts: BatchDrafts, limits: np.ndarray) -> None:
         lengths = drafts.lengths
@@ -345,6 +383,22 @@ class GuardedProposer:
 def _has_batch_path(proposer: object) -> bool:
     """Whether a proposer has its own batch path (else the guard drives it per request)."""
     return isinstance(proposer, Proposer) and type(proposer)._step_batch is not Proposer._step_batch
+
+
+def _rows(drafts: BatchDrafts) -> int | None:
+    try:
+        return len(drafts)
+    except Exception:  # noqa: BLE001 - a malformed result has no length
+        return None
+
+
+def _accepted(drafts: BatchDrafts, rows: int) -> np.ndarray | None:
+    """A batch result's ``accepted``, checked (one int >= 0 per row), else None."""
+    try:
+        accepted = batch_column(drafts.accepted, rows, "accepted", "iu", "proposer")
+    except Exception:  # noqa: BLE001 - unreadable, or the wrong shape or type
+        return None
+    return np.array(accepted, dtype=np.int64) if not rows or int(accepted.min()) >= 0 else None
 
 
 def _select_rows(step: BatchStep, keep: list[int]) -> BatchStep:

@@ -32,11 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from specplug._errors import SpecplugError
+from specplug._outputs import short_path
 
-__all__ = ["MAX_JSON_DEPTH", "InputFileError", "parse_json", "parse_problem", "read_text"]
+__all__ = ["MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "InputFileError", "is_dir", "is_file", "parse_json", "parse_problem", "read_text"]
 
 #: the deepest nesting of lists and objects accepted in a user's JSON (traces, prompts, options)
 MAX_JSON_DEPTH = 64
+#: the largest input file read (a trace, prompts, a cost model): a larger one, or a device that
+#: never ends (``/dev/zero``), is refused rather than read until memory runs out
+MAX_INPUT_BYTES = 1 << 30
 
 
 class InputFileError(SpecplugError, ValueError):
@@ -44,16 +48,23 @@ class InputFileError(SpecplugError, ValueError):
 
     def __init__(self, path: Path, problem: str) -> None:
         self.path, self.problem = path, problem
-        super().__init__(f"{path}: {problem}")
+        super().__init__(f"{short_path(path)}: {problem}")
 
 
 def read_text(path: str | os.PathLike[str]) -> str:
-    """The UTF-8 text of ``path``, or an InputFileError saying what is wrong with it."""
+    """The UTF-8 text of ``path``, or an InputFileError saying what is wrong with it (past
+    :data:`MAX_INPUT_BYTES` too)."""
     file = Path(path)
+    limit = MAX_INPUT_BYTES
     try:
-        data = file.read_bytes()
+        with file.open("rb") as stream:
+            data = stream.read(limit + 1)  # one byte more tells a file past the limit
     except OSError as error:
         raise InputFileError(file, f"cannot be read: {error.strerror or error}") from None
+    except MemoryError:
+        raise InputFileError(file, "cannot be read: not enough memory to hold it") from None
+    if len(data) > limit:
+        raise InputFileError(file, f"is larger than {limit:,} bytes, the most specplug reads from one input file")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -61,6 +72,23 @@ def read_text(path: str | os.PathLike[str]) -> str:
         raise InputFileError(
             file, f"is not UTF-8 text: byte 0x{data[error.start]:02x} on line {line} ({error.reason}); save it as UTF-8"
         ) from None
+
+
+def is_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a file; False, never an OSError, for a name the file system refuses
+    (too long, a loop of links), which ``Path.is_file`` raises on some Pythons."""
+    try:
+        return Path(path).is_file()
+    except OSError:
+        return False
+
+
+def is_dir(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a folder; False, never an OSError (see :func:`is_file`)."""
+    try:
+        return Path(path).is_dir()
+    except OSError:
+        return False
 
 
 def parse_problem(error: Exception) -> str | None:

@@ -70,21 +70,36 @@ def check_output(option: str, path: str | os.PathLike[str], *, folder: bool = Fa
     ...
     specplug._errors.InvalidOptionError: --json .../plain.txt/out.json: .../plain.txt is a file, not a folder
     """
-    target = Path(path)
+    try:
+        return _check_output(option, Path(path), folder)
+    except OSError as error:  # a name too long for the file system, a loop of links, ...
+        if isinstance(error, SpecplugError):
+            raise
+        raise InvalidOptionError(f"{option} {short_path(path)}: {error.strerror or error}") from None
+
+
+def short_path(path: str | os.PathLike[str]) -> str:
+    """``path`` for a message: cut in the middle past 200 characters (a pasted path can be huge)."""
+    text = os.fspath(path)
+    return text if len(text) <= 200 else f"{text[:120]}...{text[-60:]}"
+
+
+def _check_output(option: str, target: Path, folder: bool) -> Path:
+    shown = short_path(target)
     what = "folder" if folder else "file"
     if target.is_dir() and not folder:
-        raise InvalidOptionError(f"{option} {target}: is a folder; give a {what} path")
+        raise InvalidOptionError(f"{option} {shown}: is a folder; give a {what} path")
     if target.exists() and folder and not target.is_dir():
-        raise InvalidOptionError(f"{option} {target}: is a file; give a {what} path")
+        raise InvalidOptionError(f"{option} {shown}: is a file; give a {what} path")
     ancestor = target if folder and target.is_dir() else _existing_ancestor(target)
     if not ancestor.is_dir():
-        raise InvalidOptionError(f"{option} {target}: {ancestor} is a file, not a folder")
+        raise InvalidOptionError(f"{option} {shown}: {short_path(ancestor)} is a file, not a folder")
     try:
         probe, name = tempfile.mkstemp(dir=ancestor, prefix=".specplug-probe-")
         os.close(probe)
         os.unlink(name)
     except OSError as error:
-        raise InvalidOptionError(f"{option} {target}: cannot write there ({ancestor}: {error.strerror or error})") from None
+        raise InvalidOptionError(f"{option} {shown}: cannot write there ({short_path(ancestor)}: {error.strerror or error})") from None
     return target
 
 

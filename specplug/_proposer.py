@@ -38,19 +38,23 @@ from specplug._drafts import (
     check_tree_draft,
     draft_accepted,
 )  # fmt: skip
-from specplug._errors import InvalidOptionError, InvalidTokensError, RequestStateError
+from specplug._errors import InvalidOptionError, InvalidTokensError, RequestStateError, shown
 
-__all__ = ["Proposer"]
+__all__ = ["MAX_DRAFT_LIMIT", "Proposer"]
+
+#: the most tokens a proposer is asked for when it names no maximum of its own: a larger limit is
+#: cut to it rather than allocated (a limit of 10**8 would be gigabytes of draft buffers)
+MAX_DRAFT_LIMIT = 4096
 
 def _check_max_branches(max_branches: object) -> int:
     if isinstance(max_branches, bool) or not isinstance(max_branches, (int, np.integer)) or max_branches < 1:
-        raise InvalidOptionError(f"max_branches = {max_branches!r} is not valid; it must be an int >= 1")
+        raise InvalidOptionError(f"max_branches = {shown(max_branches)} is not valid; it must be an int >= 1")
     return operator.index(max_branches)
 
 
 def _check_max_tokens(max_tokens: object) -> int:
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)):
-        raise InvalidOptionError(f"max_tokens = {max_tokens!r} is not an int; it must be an int >= 1")
+        raise InvalidOptionError(f"max_tokens = {shown(max_tokens)} is not an int; it must be an int >= 1")
     if max_tokens < 1:
         raise InvalidOptionError(f"max_tokens = {max_tokens} is not valid; it must be an int >= 1")
     return operator.index(max_tokens)
@@ -84,6 +88,8 @@ class Proposer(abc.ABC):
     #: whether :meth:`propose_alternatives` can give more than one branch (an engine that verifies
     #: draft trees asks only such proposers; the others' single draft comes through the batch path)
     proposes_alternatives: ClassVar[bool] = False
+    #: the options' ``max_tokens`` once read (:meth:`_most_tokens`)
+    _options_most: int | None = None
 
     def __init__(self) -> None:
         # request id -> the last draft proposed and not yet resolved by extend()
@@ -104,7 +110,7 @@ class Proposer(abc.ABC):
             self._check_id(request_id)
             if request_id in self._pending:
                 raise RequestStateError(
-                    f"request {request_id!r} is already started; stop() it before starting it again"
+                    f"request {shown(request_id)} is already started; stop() it before starting it again"
                 )
             prompt = as_token_array(prompt_ids, "prompt_ids")
             self._start(request_id, prompt)
@@ -115,7 +121,7 @@ class Proposer(abc.ABC):
         """Draft at most ``max_tokens`` tokens to follow the request's tokens so far."""
         with self._lock:
             self._check_live(request_id, "propose")
-            limit = _check_max_tokens(max_tokens)
+            limit = min(_check_max_tokens(max_tokens), self._most_tokens())
             draft = check_draft(self._propose(request_id, limit), limit, self.name)
             self._pending[request_id] = draft
             return draft
@@ -142,7 +148,8 @@ class Proposer(abc.ABC):
         """
         with self._lock:
             self._check_live(request_id, "propose_alternatives")
-            limit = _check_max_tokens(max_tokens)
+            # a tree's budget is its verify width, past one branch's longest draft: cut only to the cap of all
+            limit = min(_check_max_tokens(max_tokens), MAX_DRAFT_LIMIT)
             branches = _check_max_branches(max_branches)
             if branches > 1:
                 draft = self._propose_alternatives(request_id, limit, branches)
@@ -204,8 +211,10 @@ class Proposer(abc.ABC):
 
         The batch path of ``stop``/``start``/``extend``/``propose`` (see :class:`BatchStep` for the
         order): it gives the same drafts and the same learning as those calls, and a proposer with
-        a fast path overrides :meth:`_step_batch`. Everything is checked before any state changes,
-        so a step that raises leaves every request as it was. Drafts are cut to their row's limit.
+        a fast path overrides :meth:`_step_batch`. Everything is checked before any state changes
+        (ids started, stopped or drafted twice included), so a step that raises leaves every request
+        as it was. Drafts are cut to their row's limit, and limits past the method's own maximum
+        (:meth:`_most_tokens`) to it.
 
         >>> from specplug import create
         >>> p = create("ngram", min_n=1, max_n=2)
@@ -220,13 +229,14 @@ class Proposer(abc.ABC):
     def _check_step(self, step: BatchStep) -> BatchStep:
         """Check a step before anything changes; return it with int64 arrays."""
         # Few numpy calls: at small batches each costs about as much as the step's lookups.
+        most = self._most_tokens()
         if (
             step.__class__ is BatchStep and step.request_ids.__class__ in (list, tuple)
-            and len(step.request_ids) == 1 and self._one_row_ok(step)
+            and len(step.request_ids) == 1 and self._one_row_ok(step, most)
         ):
             return step
         if not isinstance(step, BatchStep):
-            raise InvalidOptionError(f"step_batch takes a BatchStep; got {type(step).__name__} {step!r:.60}")
+            raise InvalidOptionError(f"step_batch takes a BatchStep; got {type(step).__name__} {shown(step)}")
         if not isinstance(step.request_ids, Sequence) or isinstance(step.request_ids, (str, bytes)):
             raise InvalidOptionError(
                 f"BatchStep.request_ids must be a sequence (list or tuple) of ids; got {type(step.request_ids).__name__}"
@@ -246,9 +256,11 @@ class Proposer(abc.ABC):
         # checks in Python run only where it finds something wrong, or for anything else, and name it.
         if not (
             rows > 1 and tokens.__class__ is np.ndarray and tokens.dtype is INT64 and tokens.ndim == 1
-            and compiled_step_check()(offsets, limits, tokens, MAX_TOKEN_ID)
+            and compiled_step_check()(offsets, limits, tokens, MAX_TOKEN_ID, most)
         ):
             tokens = checked_step_arrays(rows, offsets, limits, tokens)
+            if rows and int(limits.max()) > most:
+                limits = np.minimum(limits, most)
         pending = self._pending
         # materialised once: an iterator read here would be empty when the step is carried out
         stopped_ids = step.stopped if step.stopped.__class__ in (list, tuple) else items_of(step.stopped, "BatchStep.stopped")
@@ -263,13 +275,15 @@ class Proposer(abc.ABC):
         stopped = set()
         for request_id in stopped_ids:
             self._check_live(request_id, "stop")
+            if request_id in stopped:
+                raise RequestStateError(f"request {shown(request_id)} is stopped twice in one batch step")
             stopped.add(request_id)
         started = set()
         for request_id, _ in starts:
             self._check_id(request_id)
             if (request_id in pending and request_id not in stopped) or request_id in started:
                 raise RequestStateError(
-                    f"request {request_id!r} is already started; stop it before starting it again"
+                    f"request {shown(request_id)} is already started; stop it before starting it again"
                 )
             started.add(request_id)
         ids = step.request_ids
@@ -306,10 +320,10 @@ class Proposer(abc.ABC):
         if unknown:
             request_id = next(request_id for request_id in ids if request_id in unknown)
             raise RequestStateError(
-                f"row for request {request_id!r}, which is not started (or stopped); start it in the step first"
+                f"row for request {shown(request_id)}, which is not started (or stopped); start it in the step first"
             )
 
-    def _one_row_ok(self, step: BatchStep) -> bool:
+    def _one_row_ok(self, step: BatchStep, most: int) -> bool:
         """True when a one-row step, as an engine of one sequence sends it, needs no other check.
 
         The lean check of a single-sequence engine's step (llama.cpp, batch 1): int64 arrays,
@@ -326,7 +340,7 @@ class Proposer(abc.ABC):
         ):
             return False
         begin, end = offsets.tolist()
-        if begin != 0 or end != len(tokens) or limits.tolist()[0] < 0:
+        if begin != 0 or end != len(tokens) or not 0 <= limits.tolist()[0] <= most:
             return False
         if end:
             if end > 256:  # a long chunk (a prompt-sized extend): the full check's numpy reductions
@@ -412,6 +426,20 @@ class Proposer(abc.ABC):
             draft = empty
         return BatchDrafts.from_drafts([draft], [accepted], limit)
 
+    def _most_tokens(self) -> int:
+        """The longest draft this proposer can make: ``max_draft_tokens``, else its options'
+        ``max_tokens``, else :data:`MAX_DRAFT_LIMIT`; a step's limits are cut to it."""
+        most = self.max_draft_tokens
+        if most is None:
+            most = self._options_most
+            if most is None:  # options do not change once made: read once (a step's checks call this)
+                most = getattr(getattr(self, "options", None), "max_tokens", None)
+                most = self._options_most = most if most.__class__ is int and most >= 1 else MAX_DRAFT_LIMIT
+            return most
+        if most.__class__ is not int or most < 1:
+            return MAX_DRAFT_LIMIT
+        return most
+
     def active_requests(self) -> list[RequestId]:
         """Ids of the requests started and not yet stopped."""
         with self._lock:
@@ -465,15 +493,15 @@ class Proposer(abc.ABC):
             hash(request_id)
         except TypeError:
             raise RequestStateError(
-                f"request_id {request_id!r:.60} is not hashable; use a str or an int"
+                f"request_id {shown(request_id)} is not hashable; use a str or an int"
             ) from None
 
     def _check_live(self, request_id: RequestId, action: str) -> None:
         self._check_id(request_id)
         if request_id not in self._pending:
             raise RequestStateError(
-                f"{action}() for request {request_id!r}, which is not started (or already stopped); "
-                f"call start({request_id!r}, prompt_ids) first"
+                f"{action}() for request {shown(request_id)}, which is not started (or already stopped); "
+                f"call start({shown(request_id)}, prompt_ids) first"
             )
 
     def empty_draft(self) -> Draft:

@@ -19,16 +19,16 @@ __all__ = ["step_arrays_ok"]
 
 
 @njit(cache=True)
-def step_arrays_ok(offsets, limits, tokens, max_token):
-    """Whether ``offsets`` rise from 0 to ``len(tokens)``, every limit is >= 0 and every token is
-    in ``0 .. max_token`` (the checks ``_check_step`` makes in Python, in one pass)."""
+def step_arrays_ok(offsets, limits, tokens, max_token, max_limit):
+    """Whether ``offsets`` rise from 0 to ``len(tokens)``, every limit is in ``0 .. max_limit`` and
+    every token is in ``0 .. max_token`` (the checks ``_check_step`` makes in Python, in one pass)."""
     if offsets[0] != 0 or offsets[offsets.shape[0] - 1] != tokens.shape[0]:
         return False
     for row in range(offsets.shape[0] - 1):
         if offsets[row + 1] < offsets[row]:
             return False
     for row in range(limits.shape[0]):
-        if limits[row] < 0:
+        if limits[row] < 0 or limits[row] > max_limit:
             return False
     for at in range(tokens.shape[0]):
         if tokens[at] < 0 or tokens[at] > max_token:

@@ -399,7 +399,7 @@ def test_the_compiled_check_of_a_steps_arrays_passes_exactly_what_the_python_che
         python_passes = True
     except (InvalidTokensError, InvalidOptionError):
         python_passes = False
-    assert step_arrays_ok(offsets, limits, tokens, MAX_TOKEN_ID) == python_passes
+    assert step_arrays_ok(offsets, limits, tokens, MAX_TOKEN_ID, 2**62) == python_passes
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,17 @@ from specplug.lab.trace import TraceRecord, read_traces, write_traces
 GOOD = "a good output from an earlier run\n"
 RUN = {"draft_n": 10, "draft_n_accepted": 5, "predicted_n": 14}
 NINES = "9" * 5000
+HUGE_COST = """name = "huge"
+step_overhead = 1e308
+[verify]
+per_kv_token = 1e308
+per_batched_token = 1e308
+fixed = 1e308
+[draft.lookup]
+fixed = 1e308
+[draft.neural]
+fixed = 1e308
+"""
 
 
 def _record(**changes) -> dict:
@@ -173,6 +184,42 @@ CASES = {
     "trtllm tune --cost not UTF-8": (lambda f: ["trtllm", "tune", "--cost", f.raw("c.toml", b"\xe9")], "is not UTF-8 text", []),
     "preset unknown engine": (lambda f: ["preset", "no-such-engine", "x"], "no-such-engine", []),
     "usage error": (lambda f: ["bench", "--k", "0"], "--k", []),
+    # sizes and values past what can be run, and paths past what a file system takes
+    "bench --json 5000-character path": (
+        lambda f: [*BENCH, f.trace(), "--json", str(f.folder / ("x" * 5000))], "--json", [],
+    ),
+    "bench trace 5000-character path": (lambda f: [*BENCH, str(f.folder / ("x" * 5000))], "cannot be read", []),
+    "tune --prompts 5000-character path": (
+        lambda f: ["tune", "llama-server", "--model", "x.gguf", "--prompts", str(f.folder / ("x" * 5000))], "prompt file", [],
+    ),
+    "tune --model 5000-character path": (
+        lambda f: ["tune", "llama-server", "--model", str(f.folder / ("x" * 5000 + ".gguf")), "--prompts", f.text("p.jsonl", '{"prompt": "hi"}\n')],
+        "model file", [],
+    ),
+    "trace prompts 5000-character path": (
+        lambda f: ["trace", str(f.folder / ("x" * 5000 + ".jsonl")), "--out", f.good_output("o.jsonl")], "prompt set", ["o.jsonl"],
+    ),
+    "perf --steps 10**20": (lambda f: [*PERF, "--steps", str(10**20), "--json-out", f.good_output("p.json")], "--steps", ["p.json"]),
+    "perf --steps 10**9": (lambda f: [*PERF, "--steps", str(10**9)], "--steps", []),
+    "bench --neural-alpha nan": (lambda f: [*BENCH, f.trace(), "--neural-alpha", "nan"], "--neural-alpha", []),
+    "perf --batch 4096 --contexts 4m": (lambda f: [*PERF, "--batch", "4096", "--contexts", "4096k"], "tokens held at once", []),
+    "perf --repeats 10**9": (lambda f: [*PERF, "--repeats", str(10**9)], "--repeats", []),
+    "tune --rounds 0": (
+        lambda f: ["tune", "llama-server", "--model", "x.gguf", "--prompts", f.text("p.jsonl", '{"prompt": "hi"}\n'), "--rounds", "0"],
+        "--rounds", [],
+    ),
+    "tune --ctx-size 10**12": (
+        lambda f: ["tune", "llama-server", "--model", "x.gguf", "--prompts", f.text("p.jsonl", '{"prompt": "hi"}\n'), "--ctx-size", str(10**12)],
+        "--ctx-size", [],
+    ),
+    "bench --cost every time 1e308": (
+        lambda f: [*BENCH, f.trace(), "--cost", f.text("c.toml", HUGE_COST), "--json", f.good_output("r.json")],
+        "gives no finite speedup", ["r.json"],
+    ),
+    "bench --cost a time of 5e-324": (
+        lambda f: [*BENCH, f.trace(), "--cost", f.text("c.toml", HUGE_COST.replace("1e308", "5e-324"))],
+        "gives no finite speedup", [],
+    ),
 }
 
 
@@ -267,3 +314,52 @@ def test_check_output_accepts_what_can_be_written_and_makes_nothing(tmp_path):
     assert check_output("--json", tmp_path / "new" / "deeper" / "r.json") == tmp_path / "new" / "deeper" / "r.json"
     assert check_output("--plots", tmp_path / "plots", folder=True) == tmp_path / "plots"
     assert sorted(tmp_path.iterdir()) == []  # the check creates no folder and leaves no probe
+
+
+def test_an_input_past_the_size_limit_is_one_line_not_a_read_without_end(tmp_path, capsys, monkeypatch):
+    import specplug._inputs
+
+    monkeypatch.setattr(specplug._inputs, "MAX_INPUT_BYTES", 1 << 20)
+    big = tmp_path / "t.jsonl"
+    big.write_bytes(b" " * ((1 << 20) + 1))
+    for source in ("/dev/zero", str(big)):
+        with pytest.raises(SystemExit) as info:
+            main([*BENCH, source])
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and err.count("\n") == 1, err
+        assert "is larger than 1,048,576 bytes" in err and source in err
+
+
+def test_ctrl_c_at_start_up_or_in_a_run_is_one_line_and_status_130(capsys, monkeypatch):
+    import specplug.cli
+    import specplug.cli._app
+    import specplug.lab.perf
+
+    def interrupted(*arguments, **options):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(specplug.lab.perf, "run_perf", interrupted)
+    with pytest.raises(SystemExit) as info:
+        main(PERF)
+    err = capsys.readouterr().err
+    assert info.value.code == specplug.cli.INTERRUPTED == 130
+    assert [line for line in err.splitlines() if line] == ["specplug: interrupted"]
+    monkeypatch.setattr(specplug.cli._app, "build_app", interrupted)  # while the app is being built
+    with pytest.raises(SystemExit) as info:
+        main(["methods"])
+    assert info.value.code == 130 and capsys.readouterr().err == "specplug: interrupted\n"
+
+
+def test_a_real_process_interrupted_mid_run_prints_one_line(tmp_path):
+    import signal
+    import time
+
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from specplug.cli import main; main()", *PERF, "--steps", "1000000", "--repeats", "100"],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=tmp_path,
+    )
+    time.sleep(4)  # past the imports: into the app and the run
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert [line for line in err.splitlines() if line.strip()] == ["specplug: interrupted"], err

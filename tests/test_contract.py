@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import specplug
-from specplug import InvalidOptionError, InvalidTokensError, RequestStateError, UnknownMethodError
+from specplug import BatchStep, InvalidOptionError, InvalidTokensError, RequestStateError, UnknownMethodError
 
 METHODS = ["ngram", "suffix"]
 IMPLEMENTATIONS = ["fast", "reference"]
@@ -78,12 +78,51 @@ def test_bad_max_tokens(proposer, bad):
         (np.array([[1, 2]]), "1-D"),
         (np.array([1.0]), "dtype float64"),
         ([2**40], "larger than"),
+        ({5: 1}, "got dict"),
+        ({1, 2}, "got set"),
+        (None, "got NoneType"),
+        (b"ab", "got bytes"),
+        (np.array([1, 2], dtype="m8[s]"), "dtype timedelta64"),
+        (np.array(["2026-01-01"], dtype="M8[D]"), "dtype datetime64"),
+        (np.array([1], dtype=object), "dtype object"),
+        (np.ma.array([1, 2], mask=[False, True]), "got MaskedArray"),
+        ([np.timedelta64(1)], r"token_ids\[0\] = np.timedelta64\(1\) is not an int"),
+        ([1, np.float64(2.0)], r"token_ids\[1\] = np.float64\(2.0\) is not an int"),
     ],
 )
 def test_bad_tokens_are_named(proposer, tokens, message):
     proposer.start("a", [1, 2, 1])
-    with pytest.raises(InvalidTokensError, match=message):
-        proposer.extend("a", tokens)
+    before = proposer.propose("a", 4)
+    for call, named in (
+        (lambda: proposer.extend("a", tokens), "token_ids"),
+        (lambda: proposer.start("b", tokens), "prompt_ids"),
+        (lambda: proposer.step_batch(BatchStep.of(["a"], [tokens], [4])), r"new_tokens\[0\]"),
+        (lambda: proposer.step_batch(BatchStep.of(["a"], [[]], [4], started=[("b", tokens)])), "prompt_ids"),
+    ):
+        with pytest.raises(InvalidTokensError, match=message.replace("token_ids", named)) as raised:
+            call()
+        assert "\n" not in str(raised.value) and len(str(raised.value)) < 300
+    assert proposer.active_requests() == ["a"] and proposer.propose("a", 4) == before
+
+
+@pytest.mark.parametrize("tokens", [iter([1, 2]), range(1, 3), (1, 2), np.array([1, 2], dtype=np.uint16)])
+def test_sequences_in_order_are_taken(proposer, tokens):
+    proposer.start("a", tokens)
+    assert proposer.extend("a", [1]) == 0
+
+
+def test_an_id_whose_repr_raises_or_is_huge_gives_a_short_specplug_error(proposer):
+    class Bad:
+        def __hash__(self):
+            return 1
+
+        def __repr__(self):
+            raise RuntimeError("no repr")
+
+    for request_id in (Bad(), "x" * 10_000_000):
+        with pytest.raises(RequestStateError) as raised:
+            proposer.propose(request_id, 4)
+        assert len(str(raised.value)) < 400
 
 
 def test_lifecycle_errors(proposer):

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specplug._inputs import is_file
+from specplug._outputs import short_path
 from specplug_adapters.llamacpp._binary import check_flags, find_server, help_options, hermetic_env, server_help
 from specplug_adapters.llamacpp._errors import FlagRejectedError, ModelNotFoundError, ServerError
 
@@ -36,11 +38,16 @@ MANAGED_FLAGS = ("-m", "--model", "--host", "--port", "-t", "--threads", "-tb", 
 def check_model(model: str | os.PathLike[str]) -> Path:
     """``model`` as a Path, or :class:`ModelNotFoundError` if it is not a GGUF file."""
     path = Path(model)
-    if not path.is_file():
-        raise ModelNotFoundError(f"model file {str(path)!r} does not exist (give the path of a .gguf file)")
-    with path.open("rb") as handle:
-        if handle.read(4) != b"GGUF":
-            raise ModelNotFoundError(f"model file {str(path)!r} is not a GGUF file (it does not start with 'GGUF')")
+    shown = repr(short_path(path))
+    if not is_file(path):
+        raise ModelNotFoundError(f"model file {shown} does not exist (give the path of a .gguf file)")
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+    except OSError as error:
+        raise ModelNotFoundError(f"model file {shown} cannot be read: {error.strerror or error}") from None
+    if magic != b"GGUF":
+        raise ModelNotFoundError(f"model file {shown} is not a GGUF file (it does not start with 'GGUF')")
     return path.resolve()  # the server runs in a temporary folder: relative paths would break
 
 

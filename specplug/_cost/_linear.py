@@ -41,8 +41,24 @@ class CostModel(Protocol):
         ...
 
 
+#: the range of a nonzero coefficient (seconds, seconds per token, or a share of the verify time):
+#: outside it a step's time is denormal or overflows, and no speedup computed from it is finite
+SMALLEST_COEFFICIENT = 1e-12
+LARGEST_COEFFICIENT = 1e4
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=False, frozen=True)
+
+    @model_validator(mode="after")
+    def _finite_steps(self) -> _Strict:
+        for name, value in self:
+            if isinstance(value, float) and value and not SMALLEST_COEFFICIENT <= value <= LARGEST_COEFFICIENT:
+                raise ValueError(
+                    f"{name} = {value!r} gives no finite speedup; a coefficient is 0 or in "
+                    f"[{SMALLEST_COEFFICIENT:g}, {LARGEST_COEFFICIENT:g}]"
+                )
+        return self
 
 
 class VerifyTerm(_Strict):
@@ -111,6 +127,11 @@ class LinearCostModel(_Strict):
 
     @model_validator(mode="after")
     def _steps_take_time(self) -> LinearCostModel:
+        if self.step_overhead_s and not SMALLEST_COEFFICIENT <= self.step_overhead_s <= LARGEST_COEFFICIENT:
+            raise ValueError(
+                f"step_overhead = {self.step_overhead_s!r} gives no finite speedup; it is 0 or in "
+                f"[{SMALLEST_COEFFICIENT:g}, {LARGEST_COEFFICIENT:g}] seconds"
+            )
         # goodput is tokens per step time: a step that takes no time divides by zero
         verify = self.verify
         if verify.per_batched_token + verify.fixed + self.step_overhead_s <= 0:

@@ -23,10 +23,24 @@ from typing import ClassVar
 
 import numpy as np
 
-from specplug._cost._linear import DRAFT_KINDS, check_draft_kind
-from specplug._errors import CostModelError
+from specplug._cost._linear import DRAFT_KINDS, LARGEST_COEFFICIENT, SMALLEST_COEFFICIENT, check_draft_kind
+from specplug._errors import CostModelError, shown
 
 __all__ = ["OnlineCostModel"]
+
+#: the longest window of observations kept per batch size, and the largest batch priced
+MAX_WINDOW = 10_000
+MAX_BATCHED_TOKENS = 1 << 20
+
+
+def _real(value: object) -> bool:
+    return not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
+
+
+def _int_option(name: str, value: object, most: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 1 <= value <= most:
+        raise CostModelError(f"{name} = {shown(value)} is not valid; it must be an int from 1 to {most}")
+    return int(value)
 
 
 class OnlineCostModel:
@@ -55,14 +69,20 @@ class OnlineCostModel:
         prior_step: float = 0.01,
         monotone: bool = False,
     ) -> None:
-        if window < 1:
-            raise CostModelError(f"window = {window!r} is not valid; it must be >= 1")
-        if max_batched_tokens < 1:
-            raise CostModelError(f"max_batched_tokens = {max_batched_tokens!r} is not valid; it must be >= 1")
-        if not 0 < prior_token_share <= 1:
-            raise CostModelError(f"prior_token_share = {prior_token_share!r} is not valid; it must be in (0, 1]")
-        if not prior_step > 0:
-            raise CostModelError(f"prior_step = {prior_step!r} is not valid; it must be > 0 seconds")
+        if not isinstance(name, str) or not name:
+            raise CostModelError(f"name = {shown(name)} is not valid; it must be a non-empty str")
+        window = _int_option("window", window, MAX_WINDOW)
+        max_batched_tokens = _int_option("max_batched_tokens", max_batched_tokens, MAX_BATCHED_TOKENS)
+        if not _real(prior_token_share) or not 0 < prior_token_share <= 1:
+            raise CostModelError(f"prior_token_share = {shown(prior_token_share)} is not valid; it must be in (0, 1]")
+        if not _real(prior_step) or not SMALLEST_COEFFICIENT <= prior_step <= LARGEST_COEFFICIENT:
+            raise CostModelError(
+                f"prior_step = {shown(prior_step)} is not valid; it must be in "
+                f"[{SMALLEST_COEFFICIENT:g}, {LARGEST_COEFFICIENT:g}] seconds"
+            )
+        if not isinstance(monotone, (bool, np.bool_)):
+            raise CostModelError(f"monotone = {shown(monotone)} is not valid; it must be True or False")
+        prior_token_share, prior_step, monotone = float(prior_token_share), float(prior_step), bool(monotone)
         self.name = name
         self.prior_token_share = prior_token_share
         self.prior_step = prior_step
@@ -78,8 +98,9 @@ class OnlineCostModel:
 
     # ------------------------------------------------------------------ learning
     def observe(self, batched_tokens: int, seconds: float) -> None:
-        """One verification step over ``batched_tokens`` tokens took ``seconds``."""
-        if 1 <= batched_tokens < len(self._steps) and seconds > 0:
+        """One verification step over ``batched_tokens`` tokens took ``seconds`` (a time outside
+        the range a step's time is priced in, NaN included, is not learnt)."""
+        if 1 <= batched_tokens < len(self._steps) and SMALLEST_COEFFICIENT <= seconds <= LARGEST_COEFFICIENT:
             window = self._steps[batched_tokens]
             window.append(seconds)
             self._medians[batched_tokens] = statistics.median(window)
@@ -87,14 +108,14 @@ class OnlineCostModel:
 
     def observe_draft(self, kind: str, seconds: float) -> None:
         """Drafting one step with a drafter of ``kind`` took ``seconds``."""
-        if kind in self._drafts and seconds >= 0:
+        if kind in self._drafts and 0 <= seconds <= LARGEST_COEFFICIENT:
             self._drafts[kind].append(seconds)
             self._draft_medians[kind] = statistics.median(self._drafts[kind])
 
     def observe_overhead(self, seconds: float) -> None:
         """A step spent ``seconds`` outside the verification and the drafters that a choice adds or
         saves (an adapter's own work that every step pays, whatever is drafted)."""
-        if seconds >= 0:
+        if 0 <= seconds <= LARGEST_COEFFICIENT:
             self._overheads.append(seconds)
             self._overhead = statistics.median(self._overheads)
 

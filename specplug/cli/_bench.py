@@ -62,6 +62,8 @@ def bench_command(
     from specplug.cost import cost_model
     from specplug.lab.trace import read_traces
 
+    if not 0.0 <= neural_alpha <= 0.99:  # NaN passes click's range check
+        raise InvalidOptionError(f"--neural-alpha {neural_alpha}: give a number from 0 to 0.99")
     # every output is checked before the replay, so a bad path never costs a finished run
     if json_path:
         check_output("--json", json_path)

@@ -17,7 +17,7 @@ def calibrate_command(
     model: str = typer.Option("smollm2", "--model", help="GGUF path, or smollm2 / gemma3 (under .models/)"),
     neural_model: str = typer.Option(None, "--neural-model", help="draft model that prices a neural draft (default: the model itself)"),
     name: str = typer.Option(None, "--name", help="name of the cost model (default: the file's stem)"),
-    threads: int = typer.Option(1, "--threads", "-t", min=1),
+    threads: int = typer.Option(1, "--threads", "-t", min=1, max=1024),
     contexts: str = typer.Option("128,512,1024", "--contexts", help="KV-cache lengths measured"),
     batched: str = typer.Option("1,2,4,8,16,32", "--batched", help="batched-token counts measured"),
     repeats: int = typer.Option(3, "--repeats", min=1, max=50, help="runs per point (the median is used)"),

@@ -67,10 +67,15 @@ def _table(report) -> Table:
     return table
 
 
+#: the most context tokens a --batch run holds at once (its largest batch times its largest context):
+#: past it the lookups' state alone would need gigabytes
+MAX_BATCH_TOKENS = 1 << 26
+
+
 def perf_command(
     contexts: str = typer.Option("8k,64k", "--contexts", help="context sizes in tokens, comma-separated (8k = 8192)"),
-    steps: int = typer.Option(2000, "--steps", min=1, help="request steps timed per run"),
-    repeats: int = typer.Option(3, "--repeats", min=1, help="runs per proposer, workload and size"),
+    steps: int = typer.Option(2000, "--steps", min=1, max=1_000_000, help="request steps timed per run"),
+    repeats: int = typer.Option(3, "--repeats", min=1, max=1000, help="runs per proposer, workload and size"),
     max_tokens: int = typer.Option(8, "--max-tokens", "-k", min=1, max=64, help="k: most draft tokens per step"),
     workloads: str = typer.Option("code-edit,text", "--workloads", help="workloads, comma-separated: code-edit, text"),
     methods: str = typer.Option("ngram,suffix", "--methods", help="specplug methods, comma-separated"),
@@ -78,7 +83,7 @@ def perf_command(
         "vllm-ngram", "--peers", help="peers timed in the same run, comma-separated ('' for none; see specplug.lab.peers)"
     ),
     cap_check: bool = typer.Option(True, "--cap-check/--no-cap-check", help="also push outputs through a 1 MiB suffix cache"),
-    cpu: int = typer.Option(None, "--cpu", min=0, help="pin this process to one CPU (less noise)"),
+    cpu: int = typer.Option(None, "--cpu", min=0, max=65535, help="pin this process to one CPU (less noise)"),
     batch: str = typer.Option(
         None,
         "--batch",
@@ -113,8 +118,14 @@ def perf_command(
         raise InvalidOptionError("--interleave: it orders the subjects of a --batch run; give --batch too (e.g. 1,128)")
     console = Console(stderr=True)
     if batch is not None:
+        batches = comma_ints("--batch", batch, example="1,32,128", maximum=4096)
+        if max(batches) * max(sizes) > MAX_BATCH_TOKENS:
+            raise InvalidOptionError(
+                f"--batch {max(batches)} x --contexts {max(sizes)}: {max(batches) * max(sizes):,} tokens held at once; "
+                f"at most {MAX_BATCH_TOKENS:,} (a smaller batch or context)"
+            )
         _batch_perf(
-            comma_ints("--batch", batch, example="1,32,128", maximum=4096), sizes, chosen, methods, peers, steps, repeats,
+            batches, sizes, chosen, methods, peers, steps, repeats,
             max_tokens, as_json, json_out, console, interleave,
         )
         return

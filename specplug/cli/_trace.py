@@ -18,9 +18,9 @@ def trace_command(
     ),
     out: Path = typer.Option(..., "--out", "-o", help="trace file to write (.jsonl)"),
     model: str = typer.Option("smollm2", "--model", help="GGUF path, or smollm2 / gemma3 (under .models/)"),
-    threads: int = typer.Option(1, "--threads", "-t", min=1, help="llama-server threads (torch threads for --neural-head)"),
-    max_tokens: int = typer.Option(None, "--max-tokens", min=1, help="cap on generated tokens per request"),
-    limit: int = typer.Option(None, "--limit", min=1, help="only the first N scripts of each set"),
+    threads: int = typer.Option(1, "--threads", "-t", min=1, max=1024, help="llama-server threads (torch threads for --neural-head)"),
+    max_tokens: int = typer.Option(None, "--max-tokens", min=1, max=1 << 20, help="cap on generated tokens per request"),
+    limit: int = typer.Option(None, "--limit", min=1, max=1 << 30, help="only the first N scripts of each set"),
     neural_model: str = typer.Option(None, "--neural-model", help="draft model (same vocabulary) whose acceptance at every position is recorded (the neural column)"),
     neural_head: Path = typer.Option(
         None, "--neural-head",

@@ -23,10 +23,10 @@ def tune_command(
     prompts: Path = typer.Option(..., "--prompts", "-p", help='JSONL file, one {"prompt": ...} or {"messages": [...]} a line'),
     name: str = typer.Option("tuned", "--name", help="preset name (the INI section)"),
     out: Path = typer.Option(None, "--out", "-o", help="preset file to write (default: NAME.ini)"),
-    n_predict: int = typer.Option(128, "--n-predict", "-n", help="tokens generated per prompt"),
-    rounds: int = typer.Option(3, "--rounds", "-r", help="rounds (fresh servers) per setting; speedups are medians"),
-    threads: int = typer.Option(1, "--threads", "-t", help="llama-server threads (1 gives comparable timings)"),
-    ctx_size: int = typer.Option(4096, "--ctx-size", "-c", help="context size"),
+    n_predict: int = typer.Option(128, "--n-predict", "-n", min=1, max=1 << 20, help="tokens generated per prompt"),
+    rounds: int = typer.Option(3, "--rounds", "-r", min=1, max=1000, help="rounds (fresh servers) per setting; speedups are medians"),
+    threads: int = typer.Option(1, "--threads", "-t", min=1, max=1024, help="llama-server threads (1 gives comparable timings)"),
+    ctx_size: int = typer.Option(4096, "--ctx-size", "-c", min=1, max=1 << 24, help="context size"),
     summary: str = typer.Option(None, "--summary", help="first comment line of the preset"),
     candidates: str = typer.Option(
         None, "--candidates", help="comma-separated settings to try (default: all; a bad name lists them)"

@@ -17,6 +17,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from specplug._inputs import is_dir, is_file
+from specplug._outputs import short_path
+
 __all__ = ["HEAD_ARCHITECTURE", "EagleHead", "HeadLayoutError", "draft_acceptance", "load_eagle_head"]
 
 #: the architecture name vLLM's ``eagle`` method loads for a Llama target
@@ -134,10 +137,10 @@ def load_eagle_head(head_dir: str | Path, target_config: dict[str, Any]) -> Eagl
 
     head_dir = Path(head_dir)
     config_path, weights_path = head_dir / "config.json", head_dir / "model.safetensors"
-    if not head_dir.is_dir():
-        raise HeadLayoutError(f"head folder {head_dir} does not exist")
-    if not config_path.is_file() or not weights_path.is_file():
-        raise HeadLayoutError(f"head folder {head_dir} must hold config.json and model.safetensors (vLLM's eagle layout)")
+    if not is_dir(head_dir):
+        raise HeadLayoutError(f"head folder {short_path(head_dir)} does not exist")
+    if not is_file(config_path) or not is_file(weights_path):
+        raise HeadLayoutError(f"head folder {short_path(head_dir)} must hold config.json and model.safetensors (vLLM's eagle layout)")
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:

@@ -53,7 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from specplug._drafts import MAX_TOKEN_ID
 from specplug._errors import SpecplugError
 from specplug._inputs import InputFileError, parse_json, read_text
-from specplug._outputs import atomic_output
+from specplug._outputs import atomic_output, short_path
 
 __all__ = [
     "FORMAT_VERSION",
@@ -83,7 +83,7 @@ class TraceError(SpecplugError, ValueError):
 
     def __init__(self, path: str, line: int, field: str, problem: str) -> None:
         self.path, self.line, self.field = path, line, field
-        super().__init__(f"{path}:{line}: field {field}: {problem}")
+        super().__init__(f"{short_path(path)}:{line}: field {field}: {problem}")
 
 
 def _token_ids(value: object) -> tuple[int, ...]:

@@ -20,7 +20,19 @@ BAD_DRAFTS = {
     "int32-overflow": Draft((MAX_TOKEN_ID + 1,), "bad"),
     "huge": Draft((2**40,), "bad"),
     "too-long": Draft(tuple(range(1000)), "bad"),
+    # what an engine reads beside the tokens: the alternatives a tree engine verifies, the side fields
+    "alt-out-of-range": Draft((5, 6), "bad", alternatives=((-3, 2**40),)),
+    "alt-none": Draft((5, 6), "bad", alternatives=None),
+    "alt-list": Draft((5, 6), "bad", alternatives=[(5, 7)]),
+    "alt-numpy": Draft((5, 6), "bad", alternatives=((np.int64(5), 7),)),
+    "alt-too-long": Draft((5,), "bad", alternatives=(tuple(range(100)),)),
+    "alt-too-many": Draft((5,), "bad", alternatives=((7,),) * 100),
+    "source-int": Draft((5,), 7),
+    "score-str": Draft((5,), "bad", "high"),
+    "needs-neural-array": Draft((5,), "bad", None, np.array([True, False])),
 }
+#: bad only as a chain (a tree engine's check cuts a tree to its budget rather than refusing it)
+TOO_BIG_FOR_A_CHAIN = ("alt-too-long", "alt-too-many")
 GOOD = Draft((4, 5), "bad")
 
 
@@ -58,6 +70,22 @@ class BadDrafts(Proposer):
         pass
 
 
+class ShiftingDraft(Draft):
+    """Valid tokens the first time they are read (by the check), a negative token after: what
+    reaches the engine must be what was checked."""
+
+    __slots__ = ("_reads", "_tokens")
+
+    @property
+    def tokens(self):
+        object.__setattr__(self, "_reads", getattr(self, "_reads", 0) + 1)
+        return self._tokens if self._reads == 1 else (-1, 2**40)
+
+    @tokens.setter
+    def tokens(self, value):
+        object.__setattr__(self, "_tokens", value)
+
+
 class UncheckedBadDrafts(BadDrafts):
     """Overrides ``propose`` itself, so the base class's check never runs: the guard must check."""
 
@@ -84,3 +112,55 @@ class BadBatchRows(BadDrafts):
             else:
                 tokens[row, :2], lengths[row] = GOOD.tokens, 2
         return BatchDrafts(tokens, lengths, np.zeros(rows, dtype=np.int64), ["bad"] * rows, np.full(rows, np.nan), np.ones(rows, dtype=bool))
+
+
+class ShiftingBatch(BatchDrafts):
+    """Valid arrays when first read (by the check), out-of-range tokens after."""
+
+    __slots__ = ("reads",)
+
+    @property
+    def tokens(self):
+        self.reads = getattr(self, "reads", 0) + 1
+        tokens = BatchDrafts.tokens.__get__(self)
+        return tokens if self.reads == 1 else tokens - 10
+
+
+#: a plugin batch path's result with valid tokens and one malformed side field, by name
+BAD_BATCH_FIELDS = {
+    "sources-array": lambda rows: {"sources": np.array(["bad"] * rows)},
+    "sources-short": lambda rows: {"sources": ["bad"] * (rows - 1)},
+    "sources-not-str": lambda rows: {"sources": [7] * rows},
+    "scores-short": lambda rows: {"scores": np.zeros(rows - 1)},
+    "scores-str": lambda rows: {"scores": np.array(["x"] * rows)},
+    "scores-list": lambda rows: {"scores": [0.5] * rows},
+    "needs-neural-short": lambda rows: {"needs_neural": np.ones(rows + 1, dtype=bool)},
+    "needs-neural-int": lambda rows: {"needs_neural": np.ones(rows, dtype=np.int64)},
+    "accepted-short": lambda rows: {"accepted": np.zeros(rows - 1, dtype=np.int64)},
+    "accepted-float": lambda rows: {"accepted": np.zeros(rows)},
+    "accepted-negative": lambda rows: {"accepted": np.full(rows, -1, dtype=np.int64)},
+    "lengths-2d": lambda rows: {"lengths": np.ones((rows, 1), dtype=np.int64)},
+    "tokens-float": lambda rows: {"tokens": np.ones((rows, 4))},
+    "shifting": lambda rows: {"class": ShiftingBatch},
+}
+
+
+class BadBatchFields(BadDrafts):
+    """A batch path whose rows are all GOOD but whose result has the malformed field ``field``."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__()
+        self.field = field
+
+    def _step_batch(self, step):
+        self._step_lifecycle(step)
+        rows = step.rows
+        fields = {
+            "tokens": np.zeros((rows, 4), dtype=np.int64), "lengths": np.full(rows, 2, dtype=np.int64),
+            "accepted": np.zeros(rows, dtype=np.int64), "sources": ["bad"] * rows,
+            "scores": np.full(rows, np.nan), "needs_neural": np.ones(rows, dtype=bool), "class": BatchDrafts,
+        }  # fmt: skip
+        fields["tokens"][:, :2] = GOOD.tokens
+        fields.update(BAD_BATCH_FIELDS[self.field](rows))
+        cls = fields.pop("class")
+        return cls(**fields)

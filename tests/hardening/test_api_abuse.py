@@ -1,5 +1,6 @@
 """Abuse of the core API beyond drafts and threads: nonsense options, batch forms, pending drafts,
-verification inputs, numpy integers, unhashable ids (issue 10, items 3, 4, 5 and 8)."""
+verification inputs, numpy integers, unhashable ids, steps wrong as a whole, limits past a method's
+maximum."""
 
 from __future__ import annotations
 
@@ -213,3 +214,85 @@ def test_unhashable_request_ids_are_clear_errors(call):
     with pytest.raises(RequestStateError, match="not hashable"):
         call(specplug.create("ngram"))
     assert [] not in specplug.create("ngram")
+
+
+def _raw_step(ids, new_tokens, offsets, limits, started=(), stopped=()):
+    """A step built without BatchStep.of's checks (an engine's arrays, as it hands them)."""
+    return BatchStep(ids, np.array(new_tokens, dtype=np.int64), np.array(offsets, dtype=np.int64),
+                     np.array(limits, dtype=np.int64), started, stopped)
+
+
+#: steps that are wrong as a whole, each with a part that would change state before the wrong part
+BAD_STEPS = {
+    "a stop twice": lambda: BatchStep.of(["a"], [[7]], [4], stopped=["b", "b"]),
+    "a start twice": lambda: BatchStep.of(["a"], [[7]], [4], started=[("c", [1]), ("c", [2])]),
+    "a start of a live request": lambda: BatchStep.of(["a"], [[7]], [4], stopped=["b"], started=[("a", [1])]),
+    "a row twice": lambda: BatchStep.of(["a", "a"], [[7], [8]], [4, 4], started=[("c", [1])]),
+    "a row of a request stopped in the step": lambda: BatchStep.of(["a", "b"], [[7], [8]], [4, 4], stopped=["b"]),
+    "a row never started": lambda: BatchStep.of(["a", "zzz"], [[7], [8]], [4, 4], stopped=["b"]),
+    "a stop of an unknown request": lambda: BatchStep.of(["a"], [[7]], [4], stopped=["b", "zzz"]),
+    "an unhashable stop": lambda: BatchStep.of(["a"], [[7]], [4], stopped=["b", ["b"]]),
+    "a negative limit": lambda: BatchStep.of(["a", "b"], [[7], [8]], [4, -1], started=[("c", [1])]),
+    "a negative token": lambda: _raw_step(["a", "b"], [7, -1], [0, 1, 2], [4, 4], started=[("c", np.array([1]))]),
+    "a token past int32": lambda: _raw_step(["a"], [2**40], [0, 1], [4], stopped=["b"]),
+    "offsets that fall": lambda: _raw_step(["a", "b"], [7, 8], [0, 2, 1], [4, 4], stopped=["b"]),
+    "a second start's bad prompt": lambda: BatchStep(
+        ["a"], np.array([7]), np.array([0, 1]), np.array([4]), [("c", [1, 2]), ("d", {5: 1})], ["b"]
+    ),
+    "a dict of tokens": lambda: _raw_step(["a"], [], [0, 0], [4], started=[("c", {5: 1})]),
+}
+
+
+def _twins(method: str) -> tuple[specplug.Proposer, specplug.Proposer]:
+    made = []
+    for _ in range(2):
+        options = {"neural": specplug.create("ngram", min_n=1, max_n=1)} if method == "hybrid" else {}
+        proposer = specplug.create(method, **options)
+        proposer.step_batch(BatchStep.of(["a", "b"], [[], []], [4, 4], started=[("a", [1, 2, 3, 1, 2]), ("b", [4, 5, 4, 5])]))
+        made.append(proposer)
+    return made[0], made[1]
+
+
+@pytest.mark.parametrize("method", ["ngram", "suffix", "adaptive", "hybrid"])
+@pytest.mark.parametrize("bad", sorted(BAD_STEPS))
+def test_a_bad_step_changes_nothing_against_a_twin(method, bad):
+    proposer, twin = _twins(method)
+    with pytest.raises(specplug.SpecplugError) as raised:
+        proposer.step_batch(BAD_STEPS[bad]())
+    assert "\n" not in str(raised.value)
+    assert proposer.active_requests() == twin.active_requests() == ["a", "b"]
+    for tokens in ([[3, 1], [4]], [[2], [5, 4]], [[3], [9]]):
+        step = BatchStep.of(["a", "b"], tokens, [4, 4])
+        got, expected = proposer.step_batch(step), twin.step_batch(step)
+        assert got.drafts() == expected.drafts() and got.accepted.tolist() == expected.accepted.tolist()
+
+
+@pytest.mark.parametrize("method", ["ngram", "suffix", "adaptive"])
+def test_limits_past_the_methods_maximum_are_cut_to_it_not_allocated(method):
+    proposer, twin = _twins(method)
+    most = proposer._most_tokens()
+    got = proposer.step_batch(BatchStep.of(["a", "b"], [[3], [4]], [4, 2**40]))
+    expected = twin.step_batch(BatchStep.of(["a", "b"], [[3], [4]], [4, most]))
+    assert got.drafts() == expected.drafts() and got.tokens.shape[1] <= most
+    assert proposer.propose("a", 10**12) == twin.propose("a", most)
+
+
+def test_an_engine_step_with_a_huge_limit_is_quick_and_small():
+    from specplug.engine import EngineDrafting
+
+    drafting = EngineDrafting(specplug.create("ngram", min_n=1, max_n=2))
+    histories = np.array([[1, 2, 3, 1, 2], [7, 8, 9, 0, 0]])
+    tracemalloc.start()
+    began = time.perf_counter()
+    drafts = drafting.step_token_lists([[2], []], [5, 3], histories, [10**8, 10**8], ["a", "b"])
+    seconds = time.perf_counter() - began
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert drafts[0] == [3, 1, 2] and seconds < 1.0 and peak < 50 * 2**20, (seconds, peak)
+
+
+def test_the_guard_takes_a_stop_reported_twice_without_a_fault():
+    guard = specplug.GuardedProposer(specplug.create("ngram", min_n=1, max_n=2))
+    guard.step_batch(BatchStep.of(["a", "b"], [[], []], [4, 4], started=[("a", [1, 2, 1]), ("b", [4, 5, 4])]))
+    got = guard.step_batch(BatchStep.of(["a"], [[2]], [4], stopped=["b", "b"]))
+    assert got.draft(0).tokens == (1, 2) and guard.counters["faults"] == 0 and "b" not in guard

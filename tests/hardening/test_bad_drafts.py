@@ -10,15 +10,32 @@ import pytest
 import specplug
 from specplug import BatchDrafts, BatchStep, Draft, GuardedProposer, InvalidDraftError
 from specplug.engine import EngineDrafting
-from tests.hardening._bad import BAD_DRAFTS, GOOD, BadBatchRows, BadDrafts, UncheckedBadDrafts
+from adapters.sglang._trees import draft_trees
+from tests.hardening._bad import (
+    BAD_BATCH_FIELDS,
+    BAD_DRAFTS,
+    GOOD,
+    TOO_BIG_FOR_A_CHAIN,
+    BadBatchFields,
+    BadBatchRows,
+    BadDrafts,
+    ShiftingDraft,
+    UncheckedBadDrafts,
+)
 
 KINDS = sorted(BAD_DRAFTS)
 
 
 def valid(draft: Draft, limit: int) -> bool:
+    """What an engine may read: a plain Draft whose every branch is a tuple of token ids within the limit."""
     return (
-        isinstance(draft, Draft) and type(draft.tokens) is tuple and len(draft.tokens) <= limit
-        and all(type(token) is int and 0 <= token <= specplug.MAX_TOKEN_ID for token in draft.tokens)
+        type(draft) is Draft and type(draft.alternatives) is tuple and type(draft.source) is str
+        and type(draft.needs_neural) is bool and (draft.score is None or type(draft.score) is float)
+        and all(
+            type(branch) is tuple and len(branch) <= limit
+            and all(type(token) is int and 0 <= token <= specplug.MAX_TOKEN_ID for token in branch)
+            for branch in (draft.tokens, *draft.alternatives)
+        )
     )
 
 
@@ -221,3 +238,96 @@ def test_the_composites_refuse_a_parts_batch_rows_longer_than_asked(cost, over_l
     step = BatchStep.of(["a", "b"], [[], []], [8, 8], started=[("a", [1, 2, 3]), ("b", [4, 5])])
     with pytest.raises(InvalidDraftError, match=f"{lookup.name if over_long == 'lookup' else neural.name} drafted 10"):
         hybrid.step_batch(step)
+
+
+class Chain(specplug.Proposer):
+    """A chain proposer that fills ``alternatives`` anyway (the SGLang worker verifies ``branches()``)."""
+
+    name = "chain"
+    _start = _extend = _stop = lambda *arguments: None
+
+    def __init__(self, draft: Draft) -> None:
+        super().__init__()
+        self.draft = draft
+
+    def _propose(self, request_id, max_tokens):
+        return self.draft
+
+
+def test_invalid_alternatives_never_reach_an_sglang_draft_tree():
+    drafting = EngineDrafting(Chain(Draft((5, 6), "chain", alternatives=((-3, 2**40),))))
+    draft = drafting.step_requests([("a", [1, 2, 3], 4)])[0]
+    ids, _ = draft_trees([3], [list(draft.branches())], 5)
+    assert draft.tokens == () and ids.tolist() == [3, 0, 0, 0, 0]
+    assert drafting.counters["faults"] == drafting.counters["bad_drafts"] == 1
+
+
+@pytest.mark.parametrize("kind", sorted(set(KINDS) - set(TOO_BIG_FOR_A_CHAIN)))
+def test_a_tree_engine_gets_no_bad_branch(kind):
+    """The draft-tree path (``propose_alternatives``, checked or not by the base class) empties every bad tree."""
+
+    class Trees(BadDrafts):
+        proposes_alternatives = True
+
+        def _propose_alternatives(self, request_id, max_tokens, max_branches):
+            return self._propose(request_id, max_tokens)
+
+    class UncheckedTrees(Trees):
+        def propose_alternatives(self, request_id, max_tokens, max_branches):
+            return self._propose(request_id, max_tokens)
+
+    for proposer in (Trees(kind), UncheckedTrees(kind)):
+        drafting = EngineDrafting(proposer)
+        rows = drafting.sync_batch([[2]], [4], [[1, 2, 3, 2]], ["a"])
+        drafts = drafting.draft([(rows[0], 4), (rows[0], 4)], max_branches=3)
+        assert all(valid(draft, 4) and draft.tokens == () for draft in drafts)
+        assert drafting.counters["bad_drafts"] == 2 == drafting.counters["faults"]
+
+
+def test_a_tree_too_big_for_its_budget_is_cut_not_refused():
+    for kind in TOO_BIG_FOR_A_CHAIN:
+        tree = specplug.check_tree_draft(BAD_DRAFTS[kind], 4, 3)
+        assert valid(tree, 4) and len(tree.alternatives) <= 2
+
+
+@pytest.mark.parametrize("checked", [True, False])
+def test_a_draft_that_changes_after_its_check_reaches_the_engine_as_checked(checked):
+    proposer = (BadDrafts if checked else UncheckedBadDrafts)()
+    proposer._propose = lambda request_id, max_tokens: ShiftingDraft((4, 5), "bad")
+    drafting = EngineDrafting(proposer)
+    drafts = drafting.step_requests([("a", [1, 2, 3], 4)]) + drafting.step_requests([("a", [1, 2, 3, 4], 4)])
+    assert all(valid(draft, 4) and draft.tokens == (4, 5) for draft in drafts)
+    assert drafting.counters["faults"] == 0
+
+
+@pytest.mark.parametrize("field", sorted(BAD_BATCH_FIELDS))
+def test_a_batch_paths_malformed_side_fields_cost_drafts_never_an_exception(field):
+    drafting = EngineDrafting(BadBatchFields(field))
+    ids = ["a", "b", "c"]
+    histories = np.array([[1, 2, 3, 7, 7]] * 3)
+    for length in (3, 4, 5):
+        drafts = drafting.step([[histories[0, length - 1]]] * 3, [length] * 3, histories, [4] * 3, ids)
+        assert len(drafts) == 3 and all(valid(draft, 4) for draft in drafts)
+    if field == "shifting":  # valid when checked: copied, so its later change never shows
+        assert drafting.counters["faults"] == 0 and drafts[0].tokens == GOOD.tokens
+    else:
+        assert drafting.counters["bad_drafts"] >= 3 and drafting.counters["faults"] >= 3
+    guard = drafting.guard
+    got = guard.step_batch(BatchStep.of(ids, [[1], [2], [3]], [4, 4, 4]))
+    # every array an engine reads, readable and of its row count
+    assert got.tokens.shape[0] == got.lengths.shape[0] == got.accepted.shape[0] == 3
+    assert got.scores.shape == (3,) and got.needs_neural.shape == (3,) and len(got.sources) == 3
+    assert (got.accepted >= 0).all() and all(valid(draft, 4) for draft in got.drafts())
+
+
+def test_a_plugins_batch_result_is_copied_so_it_cannot_change_after_the_check():
+    class Keeps(BadBatchFields):
+        def _step_batch(self, step):
+            self.last = super()._step_batch(step)
+            return self.last
+
+    guard = GuardedProposer(Keeps("sources-short"))
+    guard.proposer.field = "shifting"  # a valid result, whose tokens change on a later read
+    got = guard.step_batch(BatchStep.of(["a"], [[]], [4], started=[("a", [1, 2])]))
+    guard.proposer.last._tokens[:] = -7  # the plugin writes into the arrays it returned
+    assert got.draft(0).tokens == GOOD.tokens and guard.counters["faults"] == 0

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from specplug import InvalidOptionError, accepted_prefix
-from specplug._inputs import InputFileError, parse_json, read_text
+from specplug._inputs import InputFileError, is_file, parse_json, read_text
+from specplug._outputs import short_path
 from specplug.lab.bench.llama_server import LlamaServer
 from specplug.lab.trace import NeuralTrace, TraceRecord
 
@@ -42,8 +43,8 @@ def load_prompt_sets(names: Sequence[str]) -> list[dict[str, Any]]:
             label = f"prompt set {name}"
         else:
             path = Path(name)
-            if path.suffix != ".jsonl" or not path.is_file():
-                raise InvalidOptionError(f"prompt set {name!r} is neither one of {', '.join(PROMPT_SETS)} nor a .jsonl file")
+            if path.suffix != ".jsonl" or not is_file(path):
+                raise InvalidOptionError(f"prompt set {short_path(name)!r} is neither one of {', '.join(PROMPT_SETS)} nor a .jsonl file")
             try:
                 text, label = read_text(path), str(path)
             except InputFileError as error:
@@ -171,8 +172,8 @@ def head_acceptance(
     from specplug.lab.eagle_head import HeadLayoutError, draft_acceptance, load_eagle_head
 
     target_dir = Path(target_dir)
-    if not (target_dir / "config.json").is_file():
-        raise InvalidOptionError(f"--target-hf {target_dir} is not a Hugging Face model folder (no config.json)")
+    if not is_file(target_dir / "config.json"):
+        raise InvalidOptionError(f"--target-hf {short_path(target_dir)} is not a Hugging Face model folder (no config.json)")
     target_config = json.loads((target_dir / "config.json").read_text(encoding="utf-8"))
     try:
         head = load_eagle_head(head_dir, target_config)

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from specplug._inputs import is_file
+from specplug._outputs import short_path
 from specplug_adapters.llamacpp import LlamaCppError, ModelNotFoundError
 from specplug_adapters.llamacpp import LlamaServer as _AdapterServer
 
@@ -45,8 +47,8 @@ def find_model(name_or_path: str) -> Path:
     """A GGUF file: a path, or a short name (smollm2, gemma3) looked up under ./.models."""
     path = Path(name_or_path)
     if path.suffix == ".gguf":
-        if not path.exists():
-            raise ModelNotFoundError(f"model file {path} does not exist")
+        if not is_file(path):
+            raise ModelNotFoundError(f"model file {short_path(path)} does not exist")
         return path
     if name_or_path in MODELS:
         for root in (Path.cwd(), Path(__file__).resolve().parents[3]):

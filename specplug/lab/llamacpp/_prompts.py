@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from specplug import InvalidOptionError
-from specplug._inputs import InputFileError, parse_json, read_text
+from specplug._inputs import InputFileError, is_file, parse_json, read_text
+from specplug._outputs import short_path
 
 __all__ = ["Prompt", "load_prompts", "shipped_prompts"]
 
@@ -48,8 +49,8 @@ def shipped_prompts(name: str) -> Path:
 def load_prompts(path: str | os.PathLike[str]) -> list[Prompt]:
     """The prompts of a JSONL file; a bad line is an error naming the file and line."""
     file = Path(path)
-    if not file.is_file():
-        raise InvalidOptionError(f"prompt file {str(file)!r} does not exist (expected JSONL: one {{\"prompt\": ...}} a line)")
+    if not is_file(file):
+        raise InvalidOptionError(f"prompt file {short_path(file)!r} does not exist (expected JSONL: one {{\"prompt\": ...}} a line)")
     try:
         text = read_text(file)
     except InputFileError as error:

@@ -30,9 +30,9 @@ def _same(tokens, a, b, n):
 
 
 @njit(cache=True, inline="always")
-def _slot(tokens, row, mask, end, n):
+def _slot(tokens, row, mask, end, n, key):
     """Slot of the n-gram ending at `end` in `row`: its entry, or the empty slot to fill."""
-    index = window_hash(tokens, end, n, NO_RING) & mask
+    index = window_hash(tokens, end, n, NO_RING, key) & mask
     while True:
         stored = row[index]
         if stored == EMPTY or _same(tokens, stored, end, n):
@@ -41,12 +41,13 @@ def _slot(tokens, row, mask, end, n):
 
 
 @njit(cache=True, inline="always")
-def ngram_append(tokens, length, new_tokens, positions, counts, used, min_n):
+def ngram_append(tokens, length, new_tokens, positions, counts, used, min_n, key):
     """Write `new_tokens` after `length` tokens and index every n-gram that gains a continuation.
 
     Once token i is written, the n-gram ending at i - 1 has a continuation, so that is the
     one inserted: the tables hold exactly the n-grams ending at <= length - 2. Returns the
-    new length. The caller guarantees room in `tokens` and in the tables.
+    new length. The caller guarantees room in `tokens` and in the tables. ``key``: the hash key
+    (``_hashing.HASH_KEY``), as in every kernel here.
     """
     mask = positions.shape[1] - 1
     count_hits = counts.shape[1] > 0
@@ -57,7 +58,7 @@ def ngram_append(tokens, length, new_tokens, positions, counts, used, min_n):
             n = min_n + row
             if end - n + 1 < 0:
                 break
-            slot = _slot(tokens, positions[row], mask, end, n)
+            slot = _slot(tokens, positions[row], mask, end, n, key)
             if positions[row, slot] == EMPTY:
                 used[row] += 1
             positions[row, slot] = end
@@ -68,7 +69,7 @@ def ngram_append(tokens, length, new_tokens, positions, counts, used, min_n):
 
 
 @njit(cache=True, inline="always")
-def ngram_lookup(tokens, length, positions, counts, min_n, min_hits):
+def ngram_lookup(tokens, length, positions, counts, min_n, min_hits, key):
     """Start of the continuation of the longest suffix n-gram seen before, or -1.
 
     Tries n from the largest down; the first n whose last n tokens occurred earlier (at least
@@ -81,7 +82,7 @@ def ngram_lookup(tokens, length, positions, counts, min_n, min_hits):
         n = min_n + row
         if end - n < 0:  # the suffix itself plus at least one earlier end position
             continue
-        slot = _slot(tokens, positions[row], mask, end, n)
+        slot = _slot(tokens, positions[row], mask, end, n, key)
         stored = positions[row, slot]
         if stored == EMPTY:
             continue
@@ -130,7 +131,7 @@ def _slot_arrays(pool, bases, token_caps, table_caps, slot, rows, count_hits):
 
 @njit(cache=True, inline="always")
 def _step_row(pool, bases, token_caps, table_caps, rows, lengths, slot, new_tokens, begin, count, limit, min_n, min_hits,
-              max_tokens, drafts, draft_lengths, row, out, out_lengths, accepted):
+              max_tokens, drafts, draft_lengths, row, out, out_lengths, accepted, key):
     """One row of a batch step; False when its arrays have no room (it is left untouched)."""
     tokens, table, row_counts, row_used = _slot_arrays(pool, bases, token_caps, table_caps, slot, rows, min_hits > 1)
     length = lengths[slot]
@@ -142,11 +143,11 @@ def _step_row(pool, bases, token_caps, table_caps, rows, lengths, slot, new_toke
         if length + count > len(tokens) or most + count > MAX_LOAD * table.shape[1]:
             return False
         accepted[row] = resolve(drafts, draft_lengths, slot, new_tokens, begin, count)
-        length = ngram_append(tokens, length, new_tokens[begin : begin + count], table, row_counts, row_used, min_n)
+        length = ngram_append(tokens, length, new_tokens[begin : begin + count], table, row_counts, row_used, min_n, key)
         lengths[slot] = length
     if limit < 1:
         return True
-    start = ngram_lookup(tokens, length, table, row_counts, min_n, min_hits)
+    start = ngram_lookup(tokens, length, table, row_counts, min_n, min_hits, key)
     take = 0 if start < 0 else min(limit, max_tokens, length - start)
     for k in range(take):
         out[row, k] = tokens[start + k]
@@ -176,7 +177,7 @@ def _prefetch_tail(pool, bases, token_caps, lengths, slot, rows, drafts):
 
 @njit(cache=True, inline="always")
 def _prefetch_slots(pool, bases, token_caps, table_caps, rows, lengths, slot, new_tokens, begin, count, min_n, scratch,
-                    homes):
+                    homes, key):
     """Start the misses of a later row's table probes: the slots its inserts and its look-up hash
     to, from its token tail (prefetched a row earlier) and its new tokens. Each n-gram's slot goes
     into ``homes[i, k]`` (the n-gram ending at its i-th new position, table k; -1: none), for
@@ -206,7 +207,7 @@ def _prefetch_slots(pool, bases, token_caps, table_caps, rows, lengths, slot, ne
             n = min_n + k
             if e - n + 1 < 0:
                 continue
-            index = window_hash(scratch, e, n, NO_RING) & mask
+            index = window_hash(scratch, e, n, NO_RING, key) & mask
             homes[i, k] = index
             prefetch(pool, table_at + k * table_cap + index)
     return count + 1
@@ -231,7 +232,7 @@ def _prefetch_stored(pool, bases, token_caps, table_caps, rows, lengths, slot, h
 
 @njit(cache=True)
 def ngram_step_batch(pool, bases, token_caps, table_caps, rows_per_table, lengths, slots, new_tokens, offsets, limits,
-                     min_n, min_hits, max_tokens, drafts, draft_lengths, out, out_lengths, accepted, blocked):
+                     min_n, min_hits, max_tokens, drafts, draft_lengths, out, out_lengths, accepted, blocked, key):
     """One engine step for every row: count acceptance, append its new tokens, draft (one call for the batch).
 
     Why this is fast: the per-request path pays a Python call, argument checks and a numba
@@ -269,12 +270,12 @@ def ngram_step_batch(pool, bases, token_caps, table_caps, rows_per_table, length
         if later < rows:
             hashed[later % PREFETCH_ROWS] = _prefetch_slots(
                 pool, bases, token_caps, table_caps, rows_per_table, lengths, slots[later], new_tokens, offsets[later],
-                offsets[later + 1] - offsets[later], min_n, scratch, homes[later % PREFETCH_ROWS],
+                offsets[later + 1] - offsets[later], min_n, scratch, homes[later % PREFETCH_ROWS], key,
             )
         begin = offsets[row]
         if not _step_row(pool, bases, token_caps, table_caps, rows_per_table, lengths, slots[row], new_tokens, begin,
                          offsets[row + 1] - begin, limits[row], min_n, min_hits, max_tokens, drafts, draft_lengths, row,
-                         out, out_lengths, accepted):
+                         out, out_lengths, accepted, key):
             blocked[row] = True
             stuck += 1
     return stuck
@@ -283,14 +284,14 @@ def ngram_step_batch(pool, bases, token_caps, table_caps, rows_per_table, length
 @njit(cache=True, parallel=True)
 def ngram_step_batch_parallel(pool, bases, token_caps, table_caps, rows_per_table, lengths, slots, new_tokens, offsets,
                               limits, min_n, min_hits, max_tokens, drafts, draft_lengths, out, out_lengths, accepted,
-                              blocked):
+                              blocked, key):
     """:func:`ngram_step_batch` with the rows spread over numba's threads (rows share no state)."""
     stuck = 0
     for row in prange(len(slots)):
         begin = offsets[row]
         if not _step_row(pool, bases, token_caps, table_caps, rows_per_table, lengths, slots[row], new_tokens, begin,
                          offsets[row + 1] - begin, limits[row], min_n, min_hits, max_tokens, drafts, draft_lengths, row,
-                         out, out_lengths, accepted):
+                         out, out_lengths, accepted, key):
             blocked[row] = True
             stuck += 1
     return stuck

@@ -9,6 +9,7 @@ import numpy as np
 
 from specplug.proposers.lookup import _suffix_kernels as kernels
 from specplug.proposers.lookup._block_pool import BlockPool
+from specplug.proposers.lookup._hashing import HASH_KEY
 
 __all__ = ["BYTES_PER_SLOT", "STATE_WORDS", "GlobalCache", "RequestIndex", "VoteScratch", "cache_capacity", "ring_pool"]
 
@@ -81,12 +82,13 @@ class _Ring:
         self.pool = pool
         self.offset = -1
         if pool is None:
-            self.state = np.zeros(4, dtype=np.int64)
+            self.state = np.zeros(kernels.STATE_SIZE, dtype=np.int64)
             self._allocate(capacity)
         else:
             self.tokens = np.empty(0, dtype=np.int32)  # no block yet: _allocate takes one
             self._allocate(capacity)
             self.state[:] = 0
+        self.state[kernels.KEY] = HASH_KEY
 
     def _allocate(self, capacity: int) -> None:
         """Fresh arrays (tokens SEP, chains 0, heads EMPTY) of ``capacity`` slots; the state stays."""

@@ -11,8 +11,9 @@ Layout (one index per request, and one for the global cache of finished requests
   ``head``: an open-addressing table, anchor -> most recent global position. Keys are not
   stored: a probe compares tokens in the ring. Entries older than ``start`` are stale; they
   are skipped, reused, and swept by a rebuild once the table is three-quarters full.
-- ``state = [start, end, used_short, used_long]``: the live window ``[start, end)`` and the
-  occupied slots of each head table.
+- ``state = [start, end, used_short, used_long, key]``: the live window ``[start, end)``, the
+  occupied slots of each head table, and the key of the anchors' hash (``_hashing.HASH_KEY``,
+  written when the ring is made: the kernels read it from there).
 
 Why two levels: the occurrences of a 2-token anchor in code ("self .") are many, and the
 one that continues the current line may be far back; the long anchor's occurrences are few
@@ -33,7 +34,9 @@ from specplug.proposers._row_drafts import remember, resolve
 
 EMPTY = -1
 SEP = -1
-START, END, USED_SHORT, USED_LONG = 0, 1, 2, 3
+START, END, USED_SHORT, USED_LONG, KEY = 0, 1, 2, 3, 4
+#: words of a ring's state
+STATE_SIZE = 5
 MAX_LOAD = 0.75
 #: int32 words before a pooled ring's arrays (its state, padded to a cache line)
 STATE_WORDS = 16
@@ -44,7 +47,7 @@ def pooled_ring(memory, offset, capacity, long_level):
     """A request ring's arrays, views of its block in the pool's buffer (``_suffix_index.ring_pool``):
     state, tokens, short chain, short head table, long chain, long head table (one slot each when
     the long level is off). Plain Python through ``pooled_ring.py_func``."""
-    state = memory[offset : offset + 4]
+    state = memory[offset : offset + STATE_SIZE]
     at = offset + STATE_WORDS
     tokens = memory[at : at + capacity]
     prev_s = memory[at + capacity : at + 2 * capacity]
@@ -78,11 +81,11 @@ def _indexable(tokens, mask, start, e, a):
 
 
 @njit(cache=True, inline="always")
-def _probe(tokens, head, start, e, a, mask, hmask):
+def _probe(tokens, head, start, e, a, mask, hmask, key):
     """Where the anchor of ``a`` tokens ending at ``e`` goes in ``head``: (its slot, the position
     stored there: the anchor's latest occurrence, or -1 when it has none and the slot is free:
     an empty one, or the first stale one on the way)."""
-    slot = window_hash(tokens, e, a, mask) & hmask
+    slot = window_hash(tokens, e, a, mask, key) & hmask
     free = -1
     while True:
         stored = head[slot]
@@ -97,7 +100,7 @@ def _probe(tokens, head, start, e, a, mask, hmask):
 
 
 @njit(cache=True)
-def _index_range(tokens, prev_s, head_s, prev_l, head_l, start, first, last, a_s, a_l, new_tokens):
+def _index_range(tokens, prev_s, head_s, prev_l, head_l, start, first, last, a_s, a_l, new_tokens, key):
     """Index the anchors ending at ``first .. last - 1`` whose continuation exists (is not SEP), at
     both levels: each one's chain link to its previous occurrence, and the head slot pointing at it.
     With ``new_tokens`` (one per anchor), each anchor's continuation is written first, at ``e + 1``.
@@ -117,12 +120,12 @@ def _index_range(tokens, prev_s, head_s, prev_l, head_l, start, first, last, a_s
             tokens[(e + 1) & mask] = new_tokens[e - first]
         if tokens[(e + 1) & mask] == SEP or not _indexable(tokens, mask, start, e, a_s):
             continue
-        slot, stored = _probe(tokens, head_s, start, e, a_s, mask, hmask_s)
+        slot, stored = _probe(tokens, head_s, start, e, a_s, mask, hmask_s, key)
         prev_s[e & mask] = 0 if stored < 0 else e - stored
         took_s += head_s[slot] == EMPTY
         head_s[slot] = e
         if a_l > 0 and _indexable(tokens, mask, start, e, a_l):
-            slot, stored = _probe(tokens, head_l, start, e, a_l, mask, hmask_l)
+            slot, stored = _probe(tokens, head_l, start, e, a_l, mask, hmask_l, key)
             prev_l[e & mask] = 0 if stored < 0 else e - stored
             took_l += head_l[slot] == EMPTY
             head_l[slot] = e
@@ -136,7 +139,7 @@ def rebuild(tokens, prev_s, head_s, prev_l, head_l, state, a_s, a_l):
     head_l[:] = EMPTY
     start = state[START]
     took_s, took_l = _index_range(tokens, prev_s, head_s, prev_l, head_l, start, start, state[END] - 1, a_s, a_l,
-                                  tokens[:0])
+                                  tokens[:0], state[KEY])
     state[USED_SHORT] = took_s
     state[USED_LONG] = took_l
 
@@ -156,7 +159,7 @@ def append(tokens, prev_s, head_s, prev_l, head_l, state, new_tokens, a_s, a_l, 
     count = new_tokens.shape[0]
     if count:  # each new token is the continuation of the anchor ending just before it
         took_s, took_l = _index_range(tokens, prev_s, head_s, prev_l, head_l, state[START], end - 1, end + count - 1,
-                                      a_s, a_l, new_tokens)
+                                      a_s, a_l, new_tokens, state[KEY])
         state[USED_SHORT] += took_s
         state[USED_LONG] += took_l
         end += count
@@ -171,7 +174,7 @@ def _find(tokens, head, state, query, q, a):
     mask = tokens.shape[0] - 1
     hmask = head.shape[0] - 1
     start = state[START]
-    slot = window_hash(query, q - 1, a, NO_RING) & hmask
+    slot = window_hash(query, q - 1, a, NO_RING, state[KEY]) & hmask
     while True:
         stored = head[slot]
         if stored == EMPTY:
@@ -542,6 +545,7 @@ def _prefetch_tables(memory, bases, capacities, lengths, slot, new_tokens, begin
     length = lengths[slot]
     if length + count > capacity:
         return 0
+    key = memory[base + KEY]  # the ring's state opens its block
     count = min(count, PREFETCH_TOKENS)
     widest = max(a_s, a_l)
     kept = min(length, widest)  # ring tokens before the new ones in scratch
@@ -560,13 +564,13 @@ def _prefetch_tables(memory, bases, capacities, lengths, slot, new_tokens, begin
     # kept - 1 ..); the last e is the draft's look-ups, the anchors ending at the last token
     for e in range(kept - 1, kept + count):
         if e - a_s + 1 >= 0:
-            at = head_s_at + (window_hash(scratch, e, a_s, NO_RING) & hmask)
+            at = head_s_at + (window_hash(scratch, e, a_s, NO_RING, key) & hmask)
             prefetch(memory, at)
             queued[taken, 0] = at
             queued[taken, 1] = prev_s_at
             taken += 1
         if a_l > 0 and e - a_l + 1 >= 0:
-            at = head_l_at + (window_hash(scratch, e, a_l, NO_RING) & hmask)
+            at = head_l_at + (window_hash(scratch, e, a_l, NO_RING, key) & hmask)
             prefetch(memory, at)
             queued[taken, 0] = at
             queued[taken, 1] = prev_l_at

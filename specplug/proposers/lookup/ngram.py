@@ -18,6 +18,7 @@ from specplug._registry import MethodRegistrar
 from specplug.proposers.lookup import _ngram_kernels as kernels
 from specplug.proposers.lookup._block_pool import BlockPool
 from specplug.proposers.lookup._buffer import TokenBuffer
+from specplug.proposers.lookup._hashing import HASH_KEY
 from specplug.proposers._options import MethodOptions
 from specplug.proposers._row_drafts import KernelLookup, SlotTable
 
@@ -176,10 +177,10 @@ class NgramProposer(KernelLookup):
             if rebuild:
                 old = buffer.view().copy()
                 buffer.length = kernels.ngram_append(
-                    buffer.array, 0, old, index.positions, index.counts, index.used, self.options.min_n
+                    buffer.array, 0, old, index.positions, index.counts, index.used, self.options.min_n, HASH_KEY
                 )
         buffer.length = kernels.ngram_append(
-            buffer.array, buffer.length, tokens, index.positions, index.counts, index.used, self.options.min_n
+            buffer.array, buffer.length, tokens, index.positions, index.counts, index.used, self.options.min_n, HASH_KEY
         )
         slots.lengths[index.slot] = buffer.length
 
@@ -192,7 +193,7 @@ class NgramProposer(KernelLookup):
         stuck = kernel(
             self._pool.memory, table.bases, table.token_caps, table.table_caps, self._rows, table.lengths, slots,
             new_tokens, step.offsets, limits, options.min_n, options.min_hits, options.max_tokens, drafts.tokens,
-            drafts.lengths, out, lengths, accepted, blocked,
+            drafts.lengths, out, lengths, accepted, blocked, HASH_KEY,
         )
         if stuck:
             for row in np.flatnonzero(blocked).tolist():
@@ -223,7 +224,7 @@ class NgramProposer(KernelLookup):
         buffer = index.buffer
         length = int(self._slots.lengths[index.slot])  # the batch kernel may have moved it
         start = kernels.ngram_lookup(
-            buffer.array, length, index.positions, index.counts, self.options.min_n, self.options.min_hits
+            buffer.array, length, index.positions, index.counts, self.options.min_n, self.options.min_hits, HASH_KEY
         )
         if start < 0:
             return buffer.array[:0]
