@@ -1,5 +1,5 @@
 """Abuse of the core API beyond drafts and threads: nonsense options, batch forms, pending drafts,
-verification inputs, numpy integers, unhashable ids (issue 10, items 3, 4, 5 and 8)."""
+verification inputs, numpy integers, unhashable ids."""
 
 from __future__ import annotations
 
