@@ -1,4 +1,4 @@
-# Helpers shared by the setup scripts; each sources it from the repository root:
+# Functions shared by the setup scripts; each sources it from the repository root:
 #     cd "$(dirname "$0")/.."
 #     source scripts/_lib.sh
 # Messages start with the sourcing script's name: "[setup_vllm 12:00:00] ...".

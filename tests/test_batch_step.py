@@ -536,7 +536,7 @@ def test_suffix_lockstep_walk_skips_rows_that_draft_nothing_whatever_their_windo
     """A row of a block that drafts nothing (no limit, or its ring is full) is marked done with
     ``at = -1``; the walk must not read its chain, whatever its other fields hold. Before the
     fix, the first block's ``starts`` came from ``np.empty``: a negative leftover let the walk
-    follow link -1 into an arbitrary address (CI's segmentation fault in stop 24)."""
+    follow link -1 into an arbitrary address (a segmentation fault seen in CI)."""
     from specplug.proposers.lookup._suffix_kernels import _walk_lockstep
 
     memory = np.zeros(64, dtype=np.int32)

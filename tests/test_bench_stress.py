@@ -1,4 +1,4 @@
-"""adaptive and hybrid on the synthetic stress workloads (modeled replay, deterministic): issue 16's targets.
+"""adaptive and hybrid on the synthetic stress workloads (modeled replay, deterministic): the composites' targets.
 
 The workloads (``specplug.lab.bench._synthetic``) are generated from a seed: a drafter good only on
 some requests, acceptance drifting mid-request, long neural drafts that pay only at batch 1.
@@ -37,7 +37,7 @@ def _x(result, method, batch):
 #: batch 1: the neural drafter at its full length): the first steps of the first request, before
 #: anything is known, may draft less
 LEARNING = 0.001
-#: the known miss (issue 16, open): where every request is alike (stress-long-neural), a request's own
+#: the known miss: where every request is alike (stress-long-neural), a request's own
 #: counts, followed closely so that drift is caught, add noise to the draft length; at batch 128 that
 #: costs 0.04x against the best fixed length (0.02x is the target)
 KNOWN_MISS = {("stress-long-neural", 128): 0.05}

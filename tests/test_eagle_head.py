@@ -201,7 +201,7 @@ def test_a_bad_head_is_one_clear_line(tmp_path, capsys, tiny, breakage, message)
     assert not (tmp_path / "out.jsonl").exists()
 
 
-# --- scripts/train_eagle_head.py's data helpers (the training run itself is tests/vllm/engine/test_train_eagle_head.py)
+# --- scripts/train_eagle_head.py's data functions (the training run itself is tests/vllm/engine/test_train_eagle_head.py)
 
 def _training_script():
     import importlib.util

@@ -1,20 +1,16 @@
-"""scripts/lookup_bound.py: the tokens/step bound of any lookup proposer holds above suffix and vLLM-style replays."""
+"""The tokens/step bound of any lookup proposer (``specplug bench --lookup-bound``) holds above suffix's replay."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from typer.testing import CliRunner
 
 import specplug
+from specplug.cli._app import build_app
 from specplug.cost import cost_model
+from specplug.lab.bench import _lookup_bound as lookup_bound
 from specplug.lab.bench import default_traces, parse_method, run_benchmark
 from specplug.lab.trace import TraceRecord, read_traces
-
-_spec = importlib.util.spec_from_file_location("lookup_bound", Path(__file__).parent.parent / "scripts" / "lookup_bound.py")
-lookup_bound = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(lookup_bound)
 
 
 def _record(rid: str, prompt: list[int], output: list[int]) -> TraceRecord:
@@ -50,3 +46,30 @@ def test_suffix_replay_stays_under_the_bound_on_a_shipped_trace(k):
     assert row.tokens == tokens
     assert row.steps >= steps
     assert specplug.create("suffix").options.min_match == 1  # what the anchored bound assumes
+
+
+def test_bad_variant_or_draft_length_is_one_clear_error():
+    record = _record("a", [1], [2, 3])
+    with pytest.raises(ValueError, match="'everything' is not one of local, \\+outputs, \\+all"):
+        lookup_bound.bound([record], 8, "everything")
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        lookup_bound.bound([record], 0, "local")
+
+
+def test_the_bench_option_prints_one_row_per_workload_and_draft_length(tmp_path):
+    path = next(p for p in default_traces() if p.name == "code-edit.jsonl")
+    out = tmp_path / "bound.md"
+    result = CliRunner().invoke(build_app(), ["bench", str(path), "--lookup-bound", "5,8", "--markdown", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in out.read_text().splitlines() if line.startswith("| code-edit |")]
+    assert [row.split("|")[2].strip() for row in rows] == ["5", "8"]
+    # a longer draft never lowers the bound, and more seen text never lowers it either
+    five, eight = ([float(cell) for cell in row.split("|")[3:8]] for row in rows)
+    assert all(b >= a for a, b in zip(five, eight))
+    assert five[1] >= five[0] and five[2] >= five[1]
+
+
+def test_the_bench_option_rejects_a_bad_draft_length():
+    result = CliRunner().invoke(build_app(), ["bench", "--lookup-bound", "5,x"])
+    assert result.exit_code != 0
+    assert "--lookup-bound '5,x'" in str(result.exception or result.output)

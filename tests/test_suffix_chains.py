@@ -3,8 +3,8 @@
 These tests hold the walks to the plain definition, a scan of the window, on small vocabularies
 where anchors repeat far more often than the walk may follow (many links), through a request
 ring's growth (a rebuild) and the global cache's evictions (a window that slides and wraps around
-its ring). Written in stop 32 for a layout it tried and did not keep (four links a position at
-the long level, docs/performance.md); they hold the chains the kernels keep as much.
+its ring). They hold any chain layout to that definition: the one link a position the kernels keep,
+and any other tried in its place.
 """
 
 from __future__ import annotations

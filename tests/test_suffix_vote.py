@@ -24,7 +24,7 @@ END = kernels.END
 
 
 def _quadratic_vote(tokens, state, found, ends, lengths, max_tokens, spec_factor, spec_offset, min_token_prob, out):
-    """The vote as it was before issue 11 (commit 1b5c56f), quadratic in the voters."""
+    """The vote as it was first written, quadratic in the voters: the reference the linear vote must match."""
     mask = tokens.shape[0] - 1
     end = state[END]
     best = 0

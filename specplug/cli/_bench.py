@@ -53,6 +53,11 @@ def bench_command(
     json_path: Path = typer.Option(None, "--json", help="write the results as JSON here"),
     plots: Path = typer.Option(None, "--plots", help="write PNG plots into this folder"),
     markdown: Path = typer.Option(None, "--markdown", help="write the tables as Markdown here"),
+    lookup_bound: str = typer.Option(
+        None, "--lookup-bound",
+        help="instead of replaying methods, print the tokens/step bound of any lookup proposer at these draft lengths "
+        "(e.g. 5,8,16) per workload, as Markdown (--markdown writes it too)",
+    ),
 ) -> None:
     """Replay traces against methods and peers: acceptance, proposer time and modeled speedup per workload."""
     from specplug.lab.bench import (
@@ -95,6 +100,9 @@ def bench_command(
         if missing:
             raise InvalidOptionError(f"workload(s) {missing} are not in the traces; workloads: {', '.join(known)}")
         records = [record for record in records if record.workload in workload]
+    if lookup_bound is not None:
+        _print_lookup_bound(records, comma_ints("--lookup-bound", lookup_bound, example="5,8,16", maximum=64), markdown)
+        return
     specs = list(method or DEFAULT_METHODS)
     if peers and not method:
         specs += [f"peer:{name}" for name in peer_names()]
@@ -140,3 +148,15 @@ def bench_command(
     if failed:
         # the benchmark ran to the end; the exit status still tells a script that a row failed
         raise typer.Exit(1)
+
+
+def _print_lookup_bound(records: list, ks: list[int], markdown: Path | None) -> None:
+    from specplug._outputs import write_text_atomic
+    from specplug.lab.bench import workloads_of
+    from specplug.lab.bench._lookup_bound import bound_table
+
+    table = bound_table(workloads_of(records), ks)
+    typer.echo(table)
+    if markdown:
+        write_text_atomic(markdown, table + "\n")
+        typer.echo(f"wrote {markdown}", err=True)

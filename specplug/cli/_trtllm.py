@@ -12,15 +12,15 @@ import typer
 
 __all__ = ["trtllm_group"]
 
-#: trtllm-serve's own arguments pass through untouched, --help included
-_PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": ["--specplug-help"]}
+#: trtllm-serve's own arguments pass through untouched; --help is this command's (trtllm-serve --help lists the rest)
+_PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
 def serve_command(ctx: typer.Context) -> None:
     """trtllm-serve MODEL --config model.yaml and its other options, with the file's `specplug:` block as the drafter.
 
-    Every argument is trtllm-serve's; the model.yaml is checked before TensorRT-LLM starts.
-    (--specplug-help shows this; --help goes to trtllm-serve.)
+    Every argument is trtllm-serve's (`trtllm-serve --help` lists them); the model.yaml is checked
+    before TensorRT-LLM starts.
     """
     from specplug_adapters.trtllm._launcher import serve
 

@@ -35,7 +35,7 @@ from specplug.lab.perf import build_workload
 
 __all__ = ["BatchRow", "run_batch_perf"]
 
-#: targets of the batch step (issue 11): a lookup's µs per row at the largest batch
+#: targets of the batch step: a lookup's µs per row at the largest batch
 TARGET_US_PER_ROW = 5.0
 #: a composite's step time, at most this many times the suffix lookup's on the same batch
 TARGET_COMPOSITE_RATIO = 2.0

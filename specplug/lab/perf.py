@@ -54,9 +54,9 @@ __all__ = [
     "run_perf",
 ]
 
-#: issue 2's targets: the median step time in microseconds at a context size
+#: the per-step targets: the median step time in microseconds at a context size
 TARGET_US = {8192: 20.0, 65536: 50.0}
-#: issue 2's memory target: per-request state in bytes per token
+#: the memory target: per-request state in bytes per token
 TARGET_BYTES_PER_TOKEN = 64.0
 WORKLOADS = ("code-edit", "text")
 _TOKEN = re.compile(r"\n|[ \t]*\w+|[ \t]*[^\w\s]+|[ \t]+")

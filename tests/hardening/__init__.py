@@ -1,1 +1,1 @@
-"""Fault-and-abuse tests: threads, bad drafts, nonsense options, malformed batches (issue 10)."""
+"""Fault-and-abuse tests: threads, bad drafts, nonsense options, malformed batches."""

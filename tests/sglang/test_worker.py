@@ -1,4 +1,4 @@
-"""The worker's draft source against SGLang's own n-gram corpus and tree helpers (no engine started).
+"""The worker's draft source against SGLang's own n-gram corpus and tree functions (no engine started).
 
 The worker is driven through ``_prepare_draft_tokens``, the one n-gram worker method it
 replaces, with batches shaped like SGLang's ``ScheduleBatch`` (requests with ``rid``,

@@ -106,7 +106,7 @@ def _index_range(tokens, prev_s, head_s, prev_l, head_l, start, first, last, a_s
     With ``new_tokens`` (one per anchor), each anchor's continuation is written first, at ``e + 1``.
     Returns the head slots each level newly occupied.
 
-    Written flat, both levels in this one loop: with the insert as a helper taking the arrays (inlined
+    Written flat, both levels in this one loop: with the insert as a function taking the arrays (inlined
     or called), numba kept reference-count updates of the arrays inside the loop, and an insert cost
     ten times as much (~50 ns in cache, against ~5)."""
     mask = tokens.shape[0] - 1
@@ -656,7 +656,7 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
     # (_prefetch.py says why): its rows' ring tails before that block takes its tokens, the
     # head-table slots they hash to (computed from the tails) before it walks, and the positions
     # those slots hold before it drafts. Rows ahead were a short lead in the take loop, where a
-    # row takes a few hundred ns (docs/performance.md, stop 33).
+    # row takes a few hundred ns.
     _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, queued, taken, 0, 0)
     _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, queued, taken, 0, 1)
     _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offsets, a_s, a_l, scratch, queued, taken, 0, 2)

@@ -9,7 +9,7 @@ import pytest
 
 from specplug.engine import read_stats
 from specplug_adapters.sglang import OPTIONS_ENV, STATS_FILE_ENV, STATS_INTERVAL_ENV
-from tests.sglang.engine.conftest import generate, start_engine
+from tests.sglang.engine.conftest import generate, start_engine, stop_engine
 from tests.sglang.engine.eagle_head import make_sglang_eagle_head
 
 
@@ -30,7 +30,7 @@ def test_a_method_over_eagle_is_identical_to_plain_decoding_with_lookup_drafts_a
     try:
         outputs = generate(engine)
     finally:
-        engine.shutdown()
+        stop_engine(engine)
     assert [out["text"] for out in outputs] == [out["text"] for out in plain]
     metas = [out["meta_info"] for out in outputs]
     assert all(meta["spec_verify_ct"] > 0 for meta in metas), metas

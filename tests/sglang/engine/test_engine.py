@@ -11,7 +11,7 @@ import pytest
 
 from specplug.engine import read_stats
 from specplug_adapters.sglang import OPTIONS_ENV, STATS_FILE_ENV, STATS_INTERVAL_ENV
-from tests.sglang.engine.conftest import generate, start_engine
+from tests.sglang.engine.conftest import generate, start_engine, stop_engine
 
 #: per algorithm, its JSON options (hybrid takes a lookup where a GPU would give it the model's head)
 CASES = {
@@ -33,7 +33,7 @@ def test_output_is_identical_to_plain_decoding_with_drafts_accepted(
     try:
         outputs = generate(engine)
     finally:
-        engine.shutdown()
+        stop_engine(engine)
     assert [out["text"] for out in outputs] == [out["text"] for out in plain]
     for out in outputs:
         meta = out["meta_info"]

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from specplug import _plugins
-from tests.sglang.engine.conftest import generate, start_engine
+from tests.sglang.engine.conftest import generate, start_engine, stop_engine
 
 
 def test_a_drafter_raising_every_third_draft_costs_only_those_drafts(sglang, model_dir, plain, tmp_path, monkeypatch):
@@ -30,7 +30,7 @@ def test_a_drafter_raising_every_third_draft_costs_only_those_drafts(sglang, mod
     try:
         outputs = generate(engine)
     finally:
-        engine.shutdown()
+        stop_engine(engine)
         _plugins.reset()
     assert [out["text"] for out in outputs] == [out["text"] for out in plain]
     assert sum(out["meta_info"]["spec_num_correct_drafts"] for out in outputs) > 0

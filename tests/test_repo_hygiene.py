@@ -1,0 +1,103 @@
+"""The tracked tree describes the software, never how it was made: no work stops, no numbers of a
+tracker users cannot see, no agents ("helpers") or work sessions, no rounds of tuning.
+
+Legitimate uses stay allowed: an upstream project's issue named with its project ("vLLM issue 55412"),
+pytest's ``scope="session"``, a Unix process session (``setsid``), a benchmark's measurement rounds.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+THIS = Path(__file__).resolve().relative_to(ROOT).as_posix()
+
+#: projects whose issue and pull-request numbers a reader can look up: "vLLM issue 55412", "SGLang's PR 12"
+UPSTREAM_BEFORE = re.compile(
+    r"\b(?:vllm|sglang|llama\.cpp|tensorrt-llm|trt-llm|numba|pytorch|torch|transformers|typer|click|pluggy|github)"
+    r"(?:'s)?\s+$",
+    re.IGNORECASE,
+)
+
+#: (what the hit is, the pattern, whether an upstream project's name before it makes it fine)
+FORBIDDEN: tuple[tuple[str, re.Pattern[str], bool], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE), upstream)
+    for name, pattern, upstream in (
+        ("a work stop", r"(?<![-\w])stops? #?\d", False),
+        ("a tracker's issue number", r"\b(?:issues?|pr|pull request) #?\d", True),
+        ("a helper", r"\bhelpers?\b", False),
+        ("a work session", r"(?<!process )(?<!\")\bsessions?\b(?!\")", False),
+        ("a round of tuning", r"\btuning rounds?\b|\brounds? (?:\d+ )?of tuning\b", False),
+    )
+)
+
+
+def _tracked_text() -> list[tuple[str, str]]:
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    files = []
+    for name in filter(None, listed.decode().split("\0")):
+        path = ROOT / name
+        if name == THIS or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data[:8192]:  # binary: images, models
+            continue
+        files.append((name, data.decode("utf-8", errors="replace")))
+    return files
+
+
+def hits(name: str, text: str) -> list[str]:
+    """``path:line: what`` for each forbidden phrase in ``text``."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for what, pattern, upstream in FORBIDDEN:
+            for match in pattern.finditer(line):
+                if upstream and UPSTREAM_BEFORE.search(line[: match.start()]):
+                    continue
+                found.append(f"{name}:{number}: {what} ({match.group(0)!r}): {line.strip()[:120]}")
+                break
+    return found
+
+
+def test_no_tracked_file_says_how_the_project_was_made():
+    found = [hit for name, text in _tracked_text() for hit in hits(name, text)]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "measured at stop 29 on a shared machine",
+        "the targets of issue 11",
+        "Issue 16's fifth round",
+        "four helpers' jobs, load 4-14",
+        "the helper returns the slot",
+        "another session training a neural head",
+        "this work session's machine",
+        "the ninth tuning round",
+        "round 3 of tuning",
+    ],
+)
+def test_each_kind_of_phrase_is_caught(line):
+    assert hits("x.md", line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "vLLM issue 55412 tracks it",
+        "see SGLang's issue 1234",
+        "llama.cpp PR 9000",
+        '@pytest.fixture(scope="session")',
+        "each worker in its own process session (setsid)",
+        "start_new_session=True, own_session=False",
+        "FIRST LOOK, round 1 of 3",
+        "a non-stop 24-hour run",
+    ],
+)
+def test_legitimate_uses_pass(line):
+    assert not hits("x.md", line)
