@@ -1,19 +1,17 @@
 """The commands and links printed in README.md and docs/ work on a fresh clone.
 
-Every ``specplug ...`` command line in a code block of README.md or docs/*.md names a real command,
-uses only options that command has, and its ``--help`` runs; cheap commands (``methods``,
-``preset``) run exactly as written. Every relative link in README.md and docs/**/*.md points at a
+Every ``specplug ...`` command in a shell code block or an inline code span of README.md or
+docs/*.md names a real command, uses only options that command has, and its ``--help`` runs
+through the console script's entry point; cheap commands (``methods``, ``preset``) run exactly as
+written. Every relative link in README.md and docs/**/*.md points at a
 file that exists, and an ``#anchor`` at a heading of that file.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import re
 import shlex
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ from typing import Any
 import pytest
 import typer
 
-from specplug.cli import build_app
+from specplug.cli import build_app, main
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMAND_DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -156,12 +154,14 @@ def _takes_any_option(command: Any) -> bool:
     return bool(settings.get("ignore_unknown_options") or settings.get("allow_extra_args"))
 
 
-def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
-    code = "import sys; from specplug.cli import main; sys.argv[0] = 'specplug'; main()"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
-        env={**os.environ, "COLUMNS": "200"}, cwd=ROOT,
-    )
+def _run(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
+    """Exit status, stdout and stderr of the `specplug` console script's entry point on these words."""
+    monkeypatch.setenv("COLUMNS", "200")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        main(args)
+    out, err = capsys.readouterr()
+    return stop.value.code if isinstance(stop.value.code, int) else 1, out, err
 
 
 COMMANDS = doc_commands()
@@ -186,24 +186,28 @@ def test_doc_command_names_a_command_and_its_options(command: DocCommand):
     for word in rest:
         if word.startswith("-") and not re.fullmatch(r"-\d.*", word):
             option = word.split("=", 1)[0]
-            assert option in valid, f"{command}: `{option}` is not an option of `specplug {' '.join(path)}`: {sorted(valid)}"
+            where = f"specplug {' '.join(path)}"
+            assert option in valid, f"{command}: `{option}` is not an option of `{where}`: {sorted(valid)}"
 
 
-@pytest.mark.parametrize("path", sorted({tuple(_resolve(c.words)[1]) for c in COMMANDS}), ids=lambda p: " ".join(p) or "specplug")
-def test_doc_command_help_runs(path: tuple[str, ...]):
-    result = _run([*path, "--help"])
-    assert result.returncode == 0, f"specplug {' '.join(path)} --help: exit {result.returncode}\n{result.stderr}"
-    assert "Usage" in result.stdout and "Traceback" not in result.stderr
+HELP_PATHS = sorted({tuple(_resolve(c.words)[1]) for c in COMMANDS})
+
+
+@pytest.mark.parametrize("path", HELP_PATHS, ids=lambda path: " ".join(path) or "specplug")
+def test_doc_command_help_runs(path: tuple[str, ...], capsys, monkeypatch):
+    code, out, err = _run([*path, "--help"], capsys, monkeypatch)
+    assert code == 0, f"specplug {' '.join(path)} --help: exit {code}\n{err}"
+    assert "Usage" in out and "Traceback" not in err
 
 
 CHEAP = [c for c in COMMANDS if c.words and c.words[0] in RUN_AS_WRITTEN and not PLACEHOLDER.search(" ".join(c.words))]
 
 
 @pytest.mark.parametrize("command", CHEAP, ids=str)
-def test_cheap_doc_command_runs_as_written(command: DocCommand):
-    result = _run(list(command.words))
-    assert result.returncode == 0, f"{command}: exit {result.returncode}\n{result.stderr}"
-    assert result.stdout.strip(), f"{command}: printed nothing"
+def test_cheap_doc_command_runs_as_written(command: DocCommand, capsys, monkeypatch):
+    code, out, err = _run(list(command.words), capsys, monkeypatch)
+    assert code == 0, f"{command}: exit {code}\n{err}"
+    assert out.strip(), f"{command}: printed nothing"
 
 
 def test_some_doc_commands_run_as_written():
