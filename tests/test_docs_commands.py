@@ -82,13 +82,13 @@ def _logical_lines(start: int, lines: list[str]) -> list[tuple[int, str]]:
 
 
 def _words(command: str) -> tuple[str, ...]:
-    """The words of one command, up to a comment or the end of its `$(...)` or pipeline."""
-    lexer = shlex.shlex(command, posix=True, punctuation_chars="|;&)")
+    """The words of one command, up to a comment, a redirection or the end of its `$(...)` or pipeline."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars="|;&)<>")
     lexer.whitespace_split = True
     lexer.commenters = "#"
     words: list[str] = []
     for word in lexer:
-        if word and set(word) <= set("|;&)"):
+        if word and set(word) <= set("|;&)<>"):
             break
         words.append(word)
     return tuple(words)
