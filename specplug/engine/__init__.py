@@ -14,7 +14,9 @@ differ only in where the tokens are and where the drafts go. This layer holds th
   and ``specplug perf --batch``'s one way to build them);
 - :func:`create_for_engine` creates a method from an adapter's settings by its declared
   capabilities: the engine's own drafter (:class:`EngineDrafts` where the engine drafts
-  itself) and a measured cost model go where the method says it takes them.
+  itself) and a measured cost model go where the method says it takes them;
+- :class:`AgreedObservations` keeps rank-local measurements (clocks) out of choices that every
+  tensor-parallel rank must make alike: rank 0's, shared through the engine's own group.
 
 It imports specplug's core only: no adapter and no engine.
 """
@@ -28,6 +30,7 @@ from specplug.engine._create import (
     methods_composing_engine_drafter,
 )
 from specplug.engine._engine_drafts import EngineDrafts
+from specplug.engine._ranks import AgreedObservations
 from specplug.engine._batch_step import step_of_pieces
 from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter, read_stats
 from specplug.engine._sync import BatchSync, HistoryPlan, HistoryStep, HistorySync, Lifecycle, SingleRequestSync
@@ -35,6 +38,7 @@ from specplug.engine._versions import installed_version, range_problem
 
 __all__ = [
     "DEFAULT_LOGGER",
+    "AgreedObservations",
     "BatchSync",
     "EngineDrafting",
     "EngineDrafts",
