@@ -58,10 +58,12 @@ from specplug.engine import (
     AgreedObservations,
     EngineDrafting,
     EngineDrafts,
+    RequestControl,
     capabilities_of,
     methods_composing_engine_drafter,
 )
 from specplug_adapters.vllm._config import PREFIX, create_method, read_settings
+from specplug_adapters.vllm._requests import controlled_limits, request_controls
 from specplug_adapters.vllm._stats import LOGGER_NAME, stats_options
 
 __all__ = ["EngineDrafts", "HybridOverlay"]
@@ -114,6 +116,7 @@ class HybridOverlay(EngineDrafting):
         self._untimed = {"whole_pass": True, "call": True}
         # fill_in_use: the drafting calls so far, the call up to which the fill runs, the batch's requests
         self._calls, self._fill_until, self._batch_ids = 0, 0, frozenset()
+        self._controls: list[RequestControl] | None = None  # this step's per-request controls (None: none asked)
         super().__init__(create_method(settings, self.engine_drafts, self.step_costs), **stats_options(settings))
         #: tokens of vLLM's drafter pass when a row takes its draft (the method's validated
         #: neural_max_tokens, at most the step's K): lookups draft up to K while the head runs only as
@@ -220,7 +223,7 @@ class HybridOverlay(EngineDrafting):
             self._fill_until = self._calls + FILL_IDLE_STEPS
             if chosen is None:
                 return neural.drafts
-            engine_rows = _padded_rows(neural.rows, len(chosen))
+            engine_rows = self._controlled(_padded_rows(neural.rows, len(chosen)))
             return _like(neural.drafts, [tokens or row for tokens, row in zip(chosen, engine_rows)], engine_rows)
         if chosen is None or self.guard.counters["faults"] > faults:
             drafts = neural.run()  # the method faulted before asking: vLLM's own drafts go out
@@ -250,10 +253,12 @@ class HybridOverlay(EngineDrafting):
         try:
             new_tokens, lengths = self._new_tokens(runner, sampled_token_ids)
             offered = _padded_rows(engine_rows, len(new_tokens))
+            self._controls = None
             chosen = self._run_method(runner, num_tokens, new_tokens, lengths,
                                       lambda rows: self.engine_drafts.offer_rows(rows, offered))
             # an empty choice (a row that cannot draft, or a fault) costs only specplug's choice:
             # vLLM's own draft still goes out
+            offered = self._controlled(offered)
             return _like(drafts, [tokens or row for tokens, row in zip(chosen, offered)], engine_rows)
         except Exception as error:  # noqa: BLE001 - the overlay must never take the engine down
             self.guard.record_fault("the hybrid overlay", error, "vLLM's own drafts are used this step")
@@ -286,10 +291,20 @@ class HybridOverlay(EngineDrafting):
         limit = max(1, num_tokens)  # vLLM's K this step, which a composite weighs the neural part by
         self.engine_drafts.max_draft_tokens = limit
         request_ids = list(batch.req_ids[: len(sampled)])
+        requests = getattr(runner, "requests", None)
+        self._controls = request_controls(self, request_ids, requests)
+        limits = controlled_limits(np.full(len(sampled), limit, dtype=np.int64), self._controls)
         return self.step_token_lists(
-            sampled, lengths, batch.token_ids_cpu, np.full(len(sampled), limit, dtype=np.int64), request_ids,
-            getattr(runner, "requests", None), before_drafting=before_drafting,
+            sampled, lengths, batch.token_ids_cpu, limits, request_ids, requests, before_drafting=before_drafting,
         )
+
+    def _controlled(self, engine_rows: list[list[int]]) -> list[list[int]]:
+        """vLLM's drafts cut to each request's control (a request that is off gets none): they fill a
+        row the method left empty, which must not undo the request's own limit."""
+        controls = self._controls
+        if controls is None:
+            return engine_rows
+        return [row[: control.limit(len(row))] for row, control in zip(engine_rows, controls)]
 
 
 def _tensor_parallel_share(timings: list[Timing]) -> list[Timing]:

@@ -16,7 +16,9 @@ differ only in where the tokens are and where the drafts go. This layer holds th
   capabilities: the engine's own drafter (:class:`EngineDrafts` where the engine drafts
   itself) and a measured cost model go where the method says it takes them;
 - :class:`AgreedObservations` keeps rank-local measurements (clocks) out of choices that every
-  tensor-parallel rank must make alike: rank 0's, shared through the engine's own group.
+  tensor-parallel rank must make alike: rank 0's, shared through the engine's own group;
+- :func:`request_control` reads what one request asks of speculation (off, a draft cap) from
+  its engine's free-form request parameters.
 
 It imports specplug's core only: no adapter and no engine.
 """
@@ -31,6 +33,13 @@ from specplug.engine._create import (
 )
 from specplug.engine._engine_drafts import EngineDrafts
 from specplug.engine._ranks import AgreedObservations
+from specplug.engine._request_control import (
+    DRAFT_KEY,
+    MAX_DRAFT_TOKENS_KEY,
+    REQUEST_KEYS,
+    RequestControl,
+    request_control,
+)
 from specplug.engine._batch_step import step_of_pieces
 from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter, read_stats
 from specplug.engine._sync import BatchSync, HistoryPlan, HistoryStep, HistorySync, Lifecycle, SingleRequestSync
@@ -38,6 +47,9 @@ from specplug.engine._versions import installed_version, range_problem
 
 __all__ = [
     "DEFAULT_LOGGER",
+    "DRAFT_KEY",
+    "MAX_DRAFT_TOKENS_KEY",
+    "REQUEST_KEYS",
     "AgreedObservations",
     "BatchSync",
     "EngineDrafting",
@@ -47,6 +59,7 @@ __all__ = [
     "HistorySync",
     "KeyedHistorySync",
     "Lifecycle",
+    "RequestControl",
     "SingleRequestSync",
     "StandInDrafter",
     "StatsReporter",
@@ -56,5 +69,6 @@ __all__ = [
     "methods_composing_engine_drafter",
     "range_problem",
     "read_stats",
+    "request_control",
     "step_of_pieces",
 ]
