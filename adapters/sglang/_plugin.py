@@ -7,7 +7,8 @@ overlay on SGLang's EAGLE worker.
 SGLang runs every ``sglang.srt.plugins`` entry point before it parses arguments and again in
 each scheduler process, so :func:`register` is idempotent, and it never raises into SGLang:
 a name it cannot register is logged and skipped. ``SPECPLUG_SGLANG_PLUGIN=0`` switches it off
-(SGLang's own ``SGLANG_PLUGINS`` allow-list works too).
+(SGLang's own ``SGLANG_PLUGINS`` allow-list works too). It also checks each request's specplug
+controls (``custom_params``) where SGLang checks its sampling parameters.
 
 A SPECPLUG_* configuration specplug refuses raises a :class:`specplug.SpecplugError` from
 ``sgl.Engine(...)``; a server started from the command line (``python -m sglang.launch_server``,
@@ -82,6 +83,12 @@ def register() -> None:
             except Exception:  # noqa: BLE001 - without it a refused start is a traceback, not a stop
                 log.error("specplug: could not hook %s; a refused start shows SGLang's traceback", COMMAND_LINE_TARGET,
                           exc_info=True)
+        try:
+            from specplug_adapters.sglang._requests import install_request_check
+
+            install_request_check()
+        except Exception:  # noqa: BLE001 - per-request control off; the algorithms still register
+            log.error("specplug: could not install its per-request check into SGLang", exc_info=True)
         for name, (spec_class, validate, factory) in algorithms.items():
             if name in _registered:
                 continue

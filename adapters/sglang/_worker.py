@@ -11,7 +11,8 @@ instead of SGLang's C++ corpus, each decode step
    (:meth:`specplug.engine.EngineDrafting.step_requests`, requests by id with their
    histories): new requests start, running ones extend by what they gained, requests gone
    from the decode batch (finished, aborted, retracted) stop, and every request is drafted
-   within ``speculative_num_draft_tokens - 1`` tokens, the batch size handed on;
+   within ``speculative_num_draft_tokens - 1`` tokens (or what its ``custom_params`` ask:
+   off, or a cap), the batch size handed on;
 3. writes the drafts as SGLang draft trees (:func:`draft_trees`): a chain for a
    single draft, a real tree where the proposer has alternatives (suffix: its vote grown into a
    speculation tree of the voters' continuations), at most ``speculative_ngram_max_bfs_breadth`` branches (1: chains only).
@@ -34,6 +35,7 @@ from sglang.srt.speculative.ngram_worker import NGRAMWorker
 
 from specplug.engine import EngineDrafting
 from specplug_adapters.sglang._config import LOGGER_NAME, create_proposer, read_options, read_stats_settings
+from specplug_adapters.sglang._requests import request_limits
 from specplug_adapters.sglang._trees import draft_trees
 
 __all__ = ["SpecplugWorker"]
@@ -173,22 +175,27 @@ class SpecplugWorker(NGRAMWorker):
         histories = self._histories(batch)
         roots = [history.tail(len(history) - 1)[0] if len(history) else 0 for history in histories]
         try:
-            branches = self.draft_branches([req.rid for req in batch.reqs], histories)
+            limits = request_limits(self.drafting, batch.reqs, self.draft_token_num - 1)
+            branches = self.draft_branches([req.rid for req in batch.reqs], histories, limits)
         except Exception as error:  # noqa: BLE001 - the glue's own faults cost this step's drafts only
             self.drafting.guard.record_fault("the SGLang worker", error, "no drafts this step")
             self.drafting.requests.stop_all()  # the sync may be half done: every request restarts next step
             branches = [[] for _ in histories]
         return draft_trees(roots, branches, self.draft_token_num)
 
-    def draft_branches(self, request_ids: Sequence[Any], histories: Sequence[_History]) -> list[list[tuple[int, ...]]]:
+    def draft_branches(
+        self, request_ids: Sequence[Any], histories: Sequence[_History], limits: Sequence[int] | None = None
+    ) -> list[list[tuple[int, ...]]]:
         """Per request, its drafts below the root: one branch for a chain, more for a tree, none for no draft.
 
-        One proposer call for the step (plus one per row for trees, which have no batch path).
+        ``limits``: per request, its longest draft (None: the tree's width for all). One proposer
+        call for the step (plus one per row for trees, which have no batch path).
         """
-        limit = self.draft_token_num - 1
+        if limits is None:
+            limits = [self.draft_token_num - 1] * len(request_ids)
         rows = [
             (request_id, history, limit) if request_id is not None and len(history) else None
-            for request_id, history in zip(request_ids, histories)
+            for request_id, history, limit in zip(request_ids, histories, limits)
         ]
         drafts = self.drafting.step_requests(
             rows,

@@ -10,8 +10,9 @@ constructor and calls ``propose(sampled_token_ids, num_tokens_no_spec, token_ids
 slot_mappings=...)`` after each step's bookkeeping. That call carries neither request ids
 nor the step's draft length, so the drafter takes both from the runner where it can:
 request ids from ``runner.input_batch.req_ids`` (the rows' order), liveness from
-``runner.requests``, and the step's K from the config's batch-size schedule, the same
-lookup vLLM's scheduler uses. Without a runner the engine layer keys requests by row,
+``runner.requests`` (with each request's control: off, or a shorter draft, from its
+``extra_args``), and the step's K from the config's batch-size schedule, the same lookup
+vLLM's scheduler uses. Without a runner the engine layer keys requests by row,
 recognising each row's request by its history.
 
 Everything past reading vLLM's arrays (request lifecycle, batch size, fault isolation,
@@ -30,6 +31,7 @@ import numpy as np
 
 from specplug.engine import EngineDrafting
 from specplug_adapters.vllm._config import create_method, read_settings
+from specplug_adapters.vllm._requests import controlled_limits, request_controls
 from specplug_adapters.vllm._stats import LOGGER_NAME, stats_options
 
 __all__ = ["SpecplugDrafter", "find_runner"]
@@ -110,7 +112,7 @@ class SpecplugDrafter(EngineDrafting):
         step_k = self._step_k(rows)
         # a draft must leave room for the target's own token within max_model_len
         room = self.max_model_len - 1 - np.asarray(num_tokens_no_spec[:rows], dtype=np.int64)
-        limits = np.clip(room, 0, step_k)
+        limits = controlled_limits(np.clip(room, 0, step_k), request_controls(self, request_ids, live))
         # one call to the proposer for the whole step: starts, stops, new tokens and drafts
         return self.step_token_lists(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, limits, request_ids, live)
 

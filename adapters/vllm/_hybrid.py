@@ -32,6 +32,15 @@ drafter did not run its whole pass is the overhead every step pays (the method, 
 forward); on a step where it did, what it took beyond that overhead is the neural draft's cost.
 So the hybrid chooses the head's draft only where its expected tokens pay for its pass on this
 machine, and the composite prices that pass once per batch step (``EngineDrafts.shared_pass``).
+
+Under tensor parallelism every rank runs this overlay, and whether vLLM's drafter runs its pass
+(and at which length) decides how many times its collectives are called: every rank must choose
+alike. The choice reads the token history and vLLM's drafts (alike on every rank) and the learnt
+costs, which come from each rank's clock; so the times are not applied where they are measured:
+every :data:`EXCHANGE_EVERY` steps the ranks exchange through vLLM's tensor-parallel group and all
+of them learn the times rank 0 measured (:class:`~specplug.engine.AgreedObservations`). Under data
+parallelism the drafter's forwards also keep the data-parallel ranks in step, and their batches
+(so their choices) differ: the pass runs whole every step there.
 """
 
 from __future__ import annotations
@@ -45,8 +54,16 @@ import numpy as np
 
 from specplug import InvalidOptionError
 from specplug.cost import OnlineCostModel
-from specplug.engine import EngineDrafting, EngineDrafts, capabilities_of, methods_composing_engine_drafter
+from specplug.engine import (
+    AgreedObservations,
+    EngineDrafting,
+    EngineDrafts,
+    RequestControl,
+    capabilities_of,
+    methods_composing_engine_drafter,
+)
 from specplug_adapters.vllm._config import PREFIX, create_method, read_settings
+from specplug_adapters.vllm._requests import controlled_limits, request_controls
 from specplug_adapters.vllm._stats import LOGGER_NAME, stats_options
 
 __all__ = ["EngineDrafts", "HybridOverlay"]
@@ -55,6 +72,13 @@ log = logging.getLogger(LOGGER_NAME)
 
 #: ``fill_in_use``: steps without the head's draft (and without a new request) after which the fill stops
 FILL_IDLE_STEPS = 8
+
+#: under tensor parallelism: steps between two exchanges of the measured times (one broadcast each)
+EXCHANGE_EVERY = 4
+
+#: a measured time, as recorded on a rank and applied on all: ("step", verified tokens, seconds)
+#: for the engine's step, ("call", whether vLLM's drafter ran its whole pass, seconds) for the overlay's
+Timing = tuple[str, int, float]
 
 
 class HybridOverlay(EngineDrafting):
@@ -82,10 +106,17 @@ class HybridOverlay(EngineDrafting):
         self.step_costs = OnlineCostModel(name="vllm-online", monotone=True) if settings.step_costs == "online" else None
         self._returned_at: float | None = None  # when the last drafting call returned to vLLM
         self.clock: Callable[[], float] = time.perf_counter  # what times are read from (tests set their own)
+        #: the times every rank learns alike: rank 0's, shared under tensor parallelism where choices change
+        #: the drafter's passes (with 'full' the pass runs every step whatever is chosen)
+        tensor_parallel = getattr(getattr(vllm_config, "parallel_config", None), "tensor_parallel_size", 1) or 1
+        shares = tensor_parallel > 1 and self.step_costs is not None and self.unused_neural_pass != "full"
+        self.agreed: AgreedObservations[Timing] = AgreedObservations(
+            _tensor_parallel_share if shares else None, every=EXCHANGE_EVERY)
         # the first whole pass and first drafting call pay vLLM's one-time setup (seconds on a CPU): not learnt
         self._untimed = {"whole_pass": True, "call": True}
         # fill_in_use: the drafting calls so far, the call up to which the fill runs, the batch's requests
         self._calls, self._fill_until, self._batch_ids = 0, 0, frozenset()
+        self._controls: list[RequestControl] | None = None  # this step's per-request controls (None: none asked)
         super().__init__(create_method(settings, self.engine_drafts, self.step_costs), **stats_options(settings))
         #: tokens of vLLM's drafter pass when a row takes its draft (the method's validated
         #: neural_max_tokens, at most the step's K): lookups draft up to K while the head runs only as
@@ -104,8 +135,10 @@ class HybridOverlay(EngineDrafting):
         time and the overlay's own are learnt.
         """
         started = self.clock()
-        if self.step_costs is not None and verified_tokens and self._returned_at is not None:
-            self._learn_costs(started - self._returned_at, verified_tokens=verified_tokens)
+        if self.step_costs is not None:
+            if verified_tokens and self._returned_at is not None:
+                self.agreed.record(("step", int(verified_tokens), started - self._returned_at))
+            self._learn_agreed_costs()
         passes: list[int] = []
 
         def timed_pass(tokens: int) -> Any:
@@ -117,15 +150,30 @@ class HybridOverlay(EngineDrafting):
         finally:
             self._returned_at = self.clock()
             if self.step_costs is not None:
-                self._learn_costs(self._returned_at - started, whole_pass=any(passes))
+                self.agreed.record(("call", int(any(passes)), self._returned_at - started))
+                if self.agreed.share is None:  # one rank: learnt at once (exchanges happen only at a step's start)
+                    self._learn_agreed_costs()
 
-    def _learn_costs(self, seconds: float, *, whole_pass: bool = False, verified_tokens: int | None = None) -> None:
-        """What the engine's step over ``verified_tokens`` took, or this step's drafting call: overhead,
-        or (with vLLM's whole pass) the neural draft."""
+    def _learn_agreed_costs(self) -> None:
+        """Learn the times the ranks agree on (this rank's own where it is the only one); called once
+        per step on every rank, before the method chooses."""
+        try:
+            timings = self.agreed.take()
+        except Exception as error:  # noqa: BLE001 - a cost fault must not reach vLLM
+            self.guard.record_fault("the ranks' exchange of step costs", error, "this step's times are not learnt")
+            return
+        for timing in timings:
+            self._learn_costs(timing)
+
+    def _learn_costs(self, timing: Timing) -> None:
+        """What the engine's step over its verified tokens took, or a drafting call: overhead, or
+        (with vLLM's whole pass) the neural draft."""
+        kind, value, seconds = timing
+        whole_pass = kind == "call" and bool(value)
         try:
             costs = self.step_costs
-            if verified_tokens is not None:
-                costs.observe(int(verified_tokens), seconds)
+            if kind == "step":
+                costs.observe(value, seconds)
             elif self._untimed["whole_pass" if whole_pass else "call"]:
                 self._untimed["whole_pass" if whole_pass else "call"] = False
             elif self.unused_neural_pass == "full":  # the pass runs every step: taking its draft adds nothing
@@ -175,7 +223,7 @@ class HybridOverlay(EngineDrafting):
             self._fill_until = self._calls + FILL_IDLE_STEPS
             if chosen is None:
                 return neural.drafts
-            engine_rows = _padded_rows(neural.rows, len(chosen))
+            engine_rows = self._controlled(_padded_rows(neural.rows, len(chosen)))
             return _like(neural.drafts, [tokens or row for tokens, row in zip(chosen, engine_rows)], engine_rows)
         if chosen is None or self.guard.counters["faults"] > faults:
             drafts = neural.run()  # the method faulted before asking: vLLM's own drafts go out
@@ -205,10 +253,12 @@ class HybridOverlay(EngineDrafting):
         try:
             new_tokens, lengths = self._new_tokens(runner, sampled_token_ids)
             offered = _padded_rows(engine_rows, len(new_tokens))
+            self._controls = None
             chosen = self._run_method(runner, num_tokens, new_tokens, lengths,
                                       lambda rows: self.engine_drafts.offer_rows(rows, offered))
             # an empty choice (a row that cannot draft, or a fault) costs only specplug's choice:
             # vLLM's own draft still goes out
+            offered = self._controlled(offered)
             return _like(drafts, [tokens or row for tokens, row in zip(chosen, offered)], engine_rows)
         except Exception as error:  # noqa: BLE001 - the overlay must never take the engine down
             self.guard.record_fault("the hybrid overlay", error, "vLLM's own drafts are used this step")
@@ -241,10 +291,27 @@ class HybridOverlay(EngineDrafting):
         limit = max(1, num_tokens)  # vLLM's K this step, which a composite weighs the neural part by
         self.engine_drafts.max_draft_tokens = limit
         request_ids = list(batch.req_ids[: len(sampled)])
+        requests = getattr(runner, "requests", None)
+        self._controls = request_controls(self, request_ids, requests)
+        limits = controlled_limits(np.full(len(sampled), limit, dtype=np.int64), self._controls)
         return self.step_token_lists(
-            sampled, lengths, batch.token_ids_cpu, np.full(len(sampled), limit, dtype=np.int64), request_ids,
-            getattr(runner, "requests", None), before_drafting=before_drafting,
+            sampled, lengths, batch.token_ids_cpu, limits, request_ids, requests, before_drafting=before_drafting,
         )
+
+    def _controlled(self, engine_rows: list[list[int]]) -> list[list[int]]:
+        """vLLM's drafts cut to each request's control (a request that is off gets none): they fill a
+        row the method left empty, which must not undo the request's own limit."""
+        controls = self._controls
+        if controls is None:
+            return engine_rows
+        return [row[: control.limit(len(row))] for row, control in zip(engine_rows, controls)]
+
+
+def _tensor_parallel_share(timings: list[Timing]) -> list[Timing]:
+    """Rank 0's timings, on every rank of vLLM's tensor-parallel group (a broadcast every rank makes)."""
+    from vllm.distributed.parallel_state import get_tp_group
+
+    return list(get_tp_group().broadcast_object(timings, src=0))
 
 
 class _NeuralPass:

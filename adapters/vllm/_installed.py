@@ -13,10 +13,10 @@ _installed: set[str] = set()
 
 
 def mark_installed(concern: str) -> None:
-    """Record that ``concern`` (``config``, ``cli``, ``hybrid``) is patched into vLLM here."""
+    """Record that ``concern`` (``config``, ``cli``, ``requests``, ``hybrid``) is patched into vLLM here."""
     _installed.add(concern)
 
 
 def installed() -> frozenset[str]:
-    """The concerns patched in this process: ``config``, ``cli``, ``hybrid`` (empty when off)."""
+    """The concerns patched in this process: ``config``, ``cli``, ``requests``, ``hybrid`` (empty when off)."""
     return frozenset(_installed)

@@ -16,6 +16,9 @@ one line, exit status 2    args a server built from its command line)
 overlay of methods that    ``GPUModelRunner.propose_draft_token_ids``      when the runner module
 compose the model's        (CPU runner inherits it; the method decides     is first imported
 drafter (hybrid)           first, vLLM's drafter runs when a row needs it)
+per-request control:        ``SamplingParams.verify`` (vLLM's check of a     at register
+checked at admission       request's parameters: a bad ``extra_args``
+                           control is the client's HTTP 400)
 =========================  ==============================================  ======================
 
 A config specplug refuses (an unknown option; ``specplug.hybrid`` on a model without MTP layers
@@ -70,7 +73,7 @@ def register() -> None:
         if problem:
             log.warning("specplug: %s", problem)
         for concern, install in (("config", _install_config), ("cli", _install_cli),
-                                 ("cli-exit", _install_command_line_marks)):
+                                 ("cli-exit", _install_command_line_marks), ("requests", _install_requests)):
             try:
                 install()
                 mark_installed(concern)
@@ -145,6 +148,27 @@ def _prefer_v1_runner(name: str) -> None:
             f"{value} asks for V2; unset it"
         )
     os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"  # read by the engine processes started next
+
+
+# ------------------------------------------------------------------------ per request
+def _install_requests() -> None:
+    from vllm.sampling_params import SamplingParams
+
+    from specplug_adapters.vllm._requests import check_request
+
+    original = SamplingParams.verify
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def verify(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        if self.extra_args:
+            check_request(self.extra_args)
+        return result
+
+    setattr(verify, _MARK, True)
+    SamplingParams.verify = verify
 
 
 # --------------------------------------------------------------------------------- CLI

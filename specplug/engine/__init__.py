@@ -17,6 +17,10 @@ differ only in where the tokens are and where the drafts go. This layer holds th
   itself) and a measured cost model go where the method says it takes them;
 - :func:`no_drafter` and :func:`exit_on_mistake`: a start refused before the engine starts any
   process, in one line and exit status 2 from a command line.
+- :class:`AgreedObservations` keeps rank-local measurements (clocks) out of choices that every
+  tensor-parallel rank must make alike: rank 0's, shared through the engine's own group;
+- :func:`request_control` reads what one request asks of speculation (off, a draft cap) from
+  its engine's free-form request parameters.
 
 It imports specplug's core only: no adapter and no engine.
 """
@@ -30,6 +34,14 @@ from specplug.engine._create import (
     methods_composing_engine_drafter,
 )
 from specplug.engine._engine_drafts import EngineDrafts
+from specplug.engine._ranks import AgreedObservations
+from specplug.engine._request_control import (
+    DRAFT_KEY,
+    MAX_DRAFT_TOKENS_KEY,
+    REQUEST_KEYS,
+    RequestControl,
+    request_control,
+)
 from specplug.engine._batch_step import step_of_pieces
 from specplug.engine._refusal import EXIT_STATUS, exit_on_mistake, no_drafter
 from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter, read_stats
@@ -39,6 +51,10 @@ from specplug.engine._versions import installed_version, range_problem
 __all__ = [
     "DEFAULT_LOGGER",
     "EXIT_STATUS",
+    "DRAFT_KEY",
+    "MAX_DRAFT_TOKENS_KEY",
+    "REQUEST_KEYS",
+    "AgreedObservations",
     "BatchSync",
     "EngineDrafting",
     "EngineDrafts",
@@ -47,6 +63,7 @@ __all__ = [
     "HistorySync",
     "KeyedHistorySync",
     "Lifecycle",
+    "RequestControl",
     "SingleRequestSync",
     "StandInDrafter",
     "StatsReporter",
@@ -58,5 +75,6 @@ __all__ = [
     "no_drafter",
     "range_problem",
     "read_stats",
+    "request_control",
     "step_of_pieces",
 ]

@@ -1,0 +1,66 @@
+"""Per-request control in SGLang: a request's ``custom_params`` turn its drafts off or cap them.
+
+OpenAI clients set them as ``extra_body={"custom_params": {"specplug_draft": "off"}}`` (or
+``"sampling_params": {"custom_params": {...}}`` on ``/generate``); keys:
+:mod:`specplug.engine`'s ``request_control``. The plugin checks them where SGLang checks a
+request's sampling parameters (``SamplingParams.verify``, in the tokenizer manager: a bad value
+is the client's HTTP 400); the ``SPECPLUG_*`` worker reads them per request each step.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from specplug import InvalidOptionError
+from specplug.engine import EngineDrafting, request_control
+
+__all__ = ["check_request", "install_request_check", "request_limits"]
+
+#: marks SGLang's verify as wrapped (a second register() leaves it alone)
+_MARK = "__specplug_wraps__"
+
+
+def check_request(custom_params: Any) -> None:
+    """Raise ``ValueError`` (SGLang's bad request) for a bad control."""
+    if isinstance(custom_params, dict):
+        request_control(custom_params)  # InvalidOptionError is a ValueError
+
+
+def install_request_check() -> None:
+    """Check every request's controls after SGLang's own checks of its sampling parameters."""
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    original = SamplingParams.verify
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def verify(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        check_request(self.custom_params)
+        return result
+
+    setattr(verify, _MARK, True)
+    SamplingParams.verify = verify
+
+
+def request_limits(drafting: EngineDrafting, reqs: Sequence[Any], limit: int) -> list[int]:
+    """Per request of the batch, its draft limit this step: ``limit``, or less where it asks."""
+    limits = [limit] * len(reqs)
+    for row, req in enumerate(reqs):
+        params = getattr(getattr(req, "sampling_params", None), "custom_params", None)
+        if not params:
+            continue
+        try:
+            control = request_control(params)
+        except InvalidOptionError as error:  # checked at admission; a request that got past it drafts as usual
+            drafting.guard.record_fault("a request's speculation control", error, "it drafts as the server is set")
+            continue
+        if control.default:
+            continue
+        limits[row] = control.limit(limit)
+        # rows a request's control shortened, counted per step
+        drafting.counters["request_control.off" if control.off else "request_control.capped"] += 1
+    return limits

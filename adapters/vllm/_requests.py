@@ -1,0 +1,63 @@
+"""Per-request control in vLLM: a request's ``SamplingParams.extra_args`` turn its drafts off or cap them.
+
+OpenAI clients set them as ``extra_body={"vllm_xargs": {"specplug_draft": "off"}}`` or
+``{"specplug_max_draft_tokens": 2}`` (keys: :mod:`specplug.engine`'s ``request_control``). The
+plugin checks them where vLLM checks a request's sampling parameters (``SamplingParams.verify``,
+in the API server, so a bad value is the client's HTTP 400); the drafter and the overlay read
+them per row from the model runner's requests each step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from specplug import InvalidOptionError
+from specplug.engine import EngineDrafting, RequestControl, request_control
+
+__all__ = ["check_request", "request_controls", "controlled_limits"]
+
+
+def check_request(extra_args: Mapping[str, Any] | None) -> None:
+    """Raise vLLM's own validation error (HTTP 400 through its OpenAI server) for a bad control."""
+    try:
+        request_control(extra_args)
+    except InvalidOptionError as error:
+        from vllm.exceptions import VLLMValidationError
+
+        raise VLLMValidationError(str(error), parameter="extra_args") from None
+
+
+def request_controls(
+    drafting: EngineDrafting, request_ids: Sequence[Any] | None, requests: Any
+) -> list[RequestControl] | None:
+    """Per row, its request's control; None when no row asks for one (the common case: nothing to do)."""
+    if request_ids is None or not isinstance(requests, Mapping):
+        return None
+    controls: list[RequestControl] | None = None
+    for row, request_id in enumerate(request_ids):
+        extra = getattr(getattr(requests.get(request_id), "sampling_params", None), "extra_args", None)
+        if not extra:
+            continue
+        try:
+            control = request_control(extra)
+        except InvalidOptionError as error:  # checked at admission; a request that got past it drafts as usual
+            drafting.guard.record_fault("a request's speculation control", error, "it drafts as the server is set")
+            continue
+        if control.default:
+            continue
+        if controls is None:
+            controls = [RequestControl()] * len(request_ids)
+        controls[row] = control
+        # rows a request's control shortened, counted per step
+        drafting.counters["request_control.off" if control.off else "request_control.capped"] += 1
+    return controls
+
+
+def controlled_limits(limits: np.ndarray, controls: list[RequestControl] | None) -> np.ndarray:
+    """The step's per-row draft limits with each request's control applied."""
+    if controls is None:
+        return limits
+    return np.array([control.limit(int(limit)) for control, limit in zip(controls, limits)], dtype=np.int64)

@@ -1,0 +1,73 @@
+"""What one request may ask of speculation: off, or a shorter draft, through its engine's own request fields.
+
+Each engine carries free-form per-request parameters (vLLM's ``SamplingParams.extra_args``, set
+by OpenAI clients as ``extra_body={"vllm_xargs": {...}}``; SGLang's ``custom_params``). The
+keys below are read from there. Keys that do not start with ``specplug`` belong to other
+extensions and are left alone; a ``specplug`` key that is unknown, or a bad value, is one
+clear error naming it and what is valid (the engine returns it to the client as a bad request).
+
+>>> request_control({"specplug_draft": "off"}).limit(5)
+0
+>>> request_control({"specplug_max_draft_tokens": 2, "other_extension": 1}).limit(5)
+2
+>>> request_control(None).limit(5)
+5
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from specplug._errors import InvalidOptionError
+
+__all__ = ["DRAFT_KEY", "MAX_DRAFT_TOKENS_KEY", "REQUEST_KEYS", "RequestControl", "request_control"]
+
+#: "off": this request is never drafted; "on" (the default): as the server is set
+DRAFT_KEY = "specplug_draft"
+#: an int >= 0: this request's drafts are at most this long (0 is the same as off)
+MAX_DRAFT_TOKENS_KEY = "specplug_max_draft_tokens"
+REQUEST_KEYS = (DRAFT_KEY, MAX_DRAFT_TOKENS_KEY)
+_DRAFT_VALUES = ("on", "off")
+
+
+@dataclass(frozen=True)
+class RequestControl:
+    """One request's speculation: ``off``, or drafts of at most ``max_draft_tokens``."""
+
+    off: bool = False
+    max_draft_tokens: int | None = None
+
+    def limit(self, engine_limit: int) -> int:
+        """The request's draft length this step, given the engine's."""
+        if self.off:
+            return 0
+        return engine_limit if self.max_draft_tokens is None else min(engine_limit, self.max_draft_tokens)
+
+    @property
+    def default(self) -> bool:
+        return not self.off and self.max_draft_tokens is None
+
+
+NO_CONTROL = RequestControl()
+
+
+def request_control(params: Mapping[str, Any] | None) -> RequestControl:
+    """The control a request's free-form parameters ask for; ``InvalidOptionError`` for a bad one."""
+    if not params:
+        return NO_CONTROL
+    ours = {key: value for key, value in params.items() if isinstance(key, str) and key.startswith("specplug")}
+    if not ours:
+        return NO_CONTROL
+    for key in ours:
+        if key not in REQUEST_KEYS:
+            raise InvalidOptionError(f"request parameter {key!r} is not valid; specplug reads {', '.join(REQUEST_KEYS)}")
+    draft = ours.get(DRAFT_KEY, "on")
+    if draft not in _DRAFT_VALUES:
+        raise InvalidOptionError(f"request parameter {DRAFT_KEY} = {draft!r} is not valid; use one of on, off")
+    cap = ours.get(MAX_DRAFT_TOKENS_KEY)
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+        raise InvalidOptionError(
+            f"request parameter {MAX_DRAFT_TOKENS_KEY} = {cap!r} is not valid; it must be an integer >= 0")
+    return RequestControl(off=draft == "off", max_draft_tokens=cap)

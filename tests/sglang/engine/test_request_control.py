@@ -1,0 +1,95 @@
+"""Per-request control through SGLang's own server (``launch_server --speculative-algorithm SPECPLUG_SUFFIX``):
+a real OpenAI client sets ``extra_body={"custom_params": {...}}``; SGLang's per-request counts show the request
+undrafted or capped, greedy output stays the same, and a bad value is the client's HTTP 400."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+import openai
+import pytest
+
+from specplug.engine import read_stats
+from specplug.lab.local_server import ServerNotReady, free_port, wait_until_ready
+from specplug_adapters.sglang import STATS_FILE_ENV, STATS_INTERVAL_ENV
+from tests.sglang.engine.conftest import PROMPTS, SAMPLING
+from tests.sglang.engine.test_server import STARTUP_S, _flags
+
+
+@pytest.fixture(scope="module")
+def server(sglang, model_dir, tmp_path_factory):
+    port = free_port()
+    stats = tmp_path_factory.mktemp("sglang-server") / "stats.json"
+    command = [sys.executable, "-m", "sglang.launch_server", "--model-path", model_dir, "--port", str(port),
+               "--speculative-algorithm", "SPECPLUG_SUFFIX", "--speculative-num-draft-tokens", "6", *_flags()]
+    env = {**os.environ, STATS_FILE_ENV: str(stats), STATS_INTERVAL_ENV: "0"}
+    with tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False) as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        try:
+            wait_until_ready(process, base + "/health", name="launch_server", timeout_s=STARTUP_S, log=log.name)
+        except ServerNotReady as error:
+            pytest.fail(str(error))
+        yield base, stats
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def generate(base: str, custom_params: dict | None) -> dict:
+    """``/generate`` with the request's controls: its text and SGLang's per-request counts (meta_info)."""
+    sampling = {**SAMPLING, "custom_params": custom_params} if custom_params else dict(SAMPLING)
+    body = json.dumps({"text": PROMPTS[0], "sampling_params": sampling}).encode()
+    request = urllib.request.Request(base + "/generate", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=300) as response:  # noqa: S310 - loopback only
+        return json.loads(response.read())
+
+
+def complete(base: str, custom_params: dict | None) -> str:
+    client = openai.OpenAI(base_url=base + "/v1", api_key="none", timeout=300, max_retries=0)
+    answer = client.completions.create(
+        model="default", prompt=PROMPTS[0], max_tokens=SAMPLING["max_new_tokens"], temperature=0,
+        extra_body={"custom_params": custom_params} if custom_params else None,
+    )
+    return answer.choices[0].text
+
+
+def test_off_and_a_cap_are_honoured_per_request_with_the_same_output(server):
+    base, stats = server
+    plain = generate(base, None)
+    meta = plain["meta_info"]
+    assert meta["completion_tokens"] > meta["spec_verify_ct"] * 1.5  # drafted: several tokens a step
+    off = generate(base, {"specplug_draft": "off"})["meta_info"]
+    assert off["completion_tokens"] <= off["spec_verify_ct"] + 1  # one token a step: nothing drafted
+    capped = generate(base, {"specplug_max_draft_tokens": 1})["meta_info"]
+    assert capped["completion_tokens"] <= 2 * capped["spec_verify_ct"] + 1  # at most one drafted token a step
+    assert capped["spec_verify_ct"] < off["spec_verify_ct"]  # yet it drafted
+    # the same greedy text whatever the request asked, through the OpenAI client too
+    text = complete(base, None)
+    assert complete(base, {"specplug_draft": "off"}) == text == complete(base, {"specplug_max_draft_tokens": 1})
+    counters = read_stats(stats)["counters"]
+    assert counters["request_control.off"] > 0 and counters["request_control.capped"] > 0
+    assert counters.get("faults", 0) == 0, counters
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"specplug_draft": "maybe"}, "specplug_draft = 'maybe' is not valid; use one of on, off"),
+    ({"specplug_max_draft_tokens": -1}, "specplug_max_draft_tokens = -1 is not valid; it must be an integer >= 0"),
+    ({"specplug_mode": "fast"}, "'specplug_mode' is not valid; specplug reads specplug_draft, specplug_max_draft_tokens"),
+])
+def test_a_bad_control_is_a_400_and_the_server_goes_on(server, params, message):
+    base, _ = server
+    with pytest.raises(openai.BadRequestError) as caught:
+        complete(base, params)
+    assert caught.value.status_code == 400 and message in str(caught.value)
+    with urllib.request.urlopen(base + "/health", timeout=30) as response:  # noqa: S310 - loopback only
+        assert response.status == 200

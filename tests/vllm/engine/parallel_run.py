@@ -1,0 +1,57 @@
+"""One offline vLLM run under tensor parallelism, in its own process (vLLM spawns a worker per rank, so the
+script needs its ``__main__`` guard): ``python -m tests.vllm.engine.parallel_run MODEL JSON`` prints one JSON
+line with each prompt's greedy token ids and vLLM's spec-decode counters.
+
+JSON: ``{"tensor_parallel_size": 2, "speculative_config": {...} or null, "additional_config": {...},
+"prompts": [[ids], ...], "max_tokens": N}``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def tiny_llama(model_dir: str, out_dir: str) -> None:
+    """A random Llama small enough for two CPU ranks (4 heads, 2 KV heads: any split of 2 divides them;
+    head_dim 64, the CPU attention's smallest) with ``model_dir``'s tokenizer."""
+    import shutil
+    from pathlib import Path
+
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048, tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, torch_dtype="float32",
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    for name in ("generation_config.json",):
+        if (Path(model_dir) / name).is_file():
+            shutil.copy(Path(model_dir) / name, Path(out_dir) / name)
+
+
+def main(model: str, spec: dict) -> dict:
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    llm = LLM(model=model, dtype="float32", enforce_eager=True, max_model_len=1024, max_num_seqs=4, seed=0,
+              tensor_parallel_size=spec.get("tensor_parallel_size", 1), disable_log_stats=False,
+              speculative_config=spec.get("speculative_config"), additional_config=spec.get("additional_config") or {})
+    params = SamplingParams(temperature=0.0, max_tokens=spec["max_tokens"], ignore_eos=True)
+    outputs = llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in spec["prompts"]], params, use_tqdm=False)
+    metrics: dict[str, float] = {}
+    for metric in llm.get_metrics():
+        if metric.name.startswith("vllm:spec_decode") and hasattr(metric, "value"):
+            metrics[metric.name.removeprefix("vllm:")] = metrics.get(metric.name.removeprefix("vllm:"), 0.0) + float(metric.value)
+    result = {"tokens": [list(output.outputs[0].token_ids) for output in outputs], "metrics": metrics}
+    llm.llm_engine.engine_core.shutdown()
+    return result
+
+
+if __name__ == "__main__":
+    print("RESULT " + json.dumps(main(sys.argv[1], json.loads(sys.argv[2]))), flush=True)

@@ -1,0 +1,65 @@
+"""``vllm serve --data-parallel-size 2`` on this CPU with specplug.suffix: both engines draft, and every
+request's greedy tokens equal the same request's with drafting turned off (``specplug_draft: off``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import openai
+import pytest
+
+from specplug.lab.local_server import ServerNotReady, free_port, wait_until_ready
+from tests.vllm._paths import ROOT
+from tests.vllm.engine.test_parallel import MAX_TOKENS, PROMPTS, tiny_model  # noqa: F401 - the model fixture
+from tests.vllm.engine.test_server import STARTUP_S, get
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model, tmp_path_factory):  # noqa: F811
+    cli = Path(sys.executable).parent / "vllm"
+    port = free_port()
+    log = (tmp_path_factory.mktemp("dp") / "server.log").open("w")
+    command = [str(cli), "serve", tiny_model, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+               "--enforce-eager", "--max-model-len", "1024", "--max-num-seqs", "2", "--served-model-name", "tiny",
+               "--data-parallel-size", "2", "--spec-method", "specplug.suffix", "--spec-tokens", "4"]
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                               env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        try:
+            wait_until_ready(process, base + "/health", name="vllm serve (DP 2)", timeout_s=STARTUP_S, log=log.name)
+        except ServerNotReady as error:
+            pytest.fail(str(error))
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
+        log.close()
+
+
+def tokens(base: str, prompt: list[int], xargs: dict | None) -> list[int]:
+    client = openai.OpenAI(base_url=base + "/v1", api_key="none", timeout=300, max_retries=0)
+    extra = {"return_token_ids": True, "ignore_eos": True}
+    if xargs:
+        extra["vllm_xargs"] = xargs
+    answer = client.completions.create(model="tiny", prompt=prompt, max_tokens=MAX_TOKENS, temperature=0, extra_body=extra)
+    return list(answer.choices[0].token_ids)
+
+
+def test_both_engines_draft_and_match_undrafted_requests(server):
+    with ThreadPoolExecutor(4) as pool:  # concurrent, so both data-parallel engines get requests
+        drafted = list(pool.map(lambda prompt: tokens(server, prompt, None), PROMPTS * 2))
+        undrafted = list(pool.map(lambda prompt: tokens(server, prompt, {"specplug_draft": "off"}), PROMPTS * 2))
+    assert drafted == undrafted
+    accepted = dict(re.findall(r'^vllm:spec_decode_num_accepted_tokens_total\{engine="(\d+)"[^}]*\} (\S+)$',
+                               get(server + "/metrics"), re.M))
+    assert set(accepted) == {"0", "1"} and all(float(value) > 0 for value in accepted.values()), accepted

@@ -1,0 +1,76 @@
+"""vLLM with ``tensor_parallel_size=2`` on this CPU's two cores (multiprocessing executor, one core a rank):
+specplug's lookup methods and the hybrid overlay with costs learnt online give the plain run's greedy tokens,
+and every run ends within its timeout (ranks that disagree on the drafter's collectives would hang).
+
+The model is a random tiny Llama (4 attention heads, 2 KV heads) with SmolLM2's tokenizer: SmolLM2's 9
+heads do not split in two. Its greedy text repeats itself, so the lookups have drafts to verify."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.vllm._paths import ROOT, model_dir
+
+#: per run: vLLM's start with two spawned ranks, on a shared 2-core machine (a hang fails here)
+RUN_TIMEOUT_S = 900
+PROMPTS = [[100, 101, 102, 103, 104, 105, 106, 107] * 2, [500, 600, 700, 800] * 2 + [500]]
+MAX_TOKENS = 32
+
+
+@pytest.fixture(scope="module")
+def tiny_model(vllm_cpu, tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("tiny-llama")
+    result = subprocess.run(
+        [sys.executable, "-c", f"from tests.vllm.engine.parallel_run import tiny_llama; tiny_llama({model_dir()!r}, {str(out)!r})"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return str(out)
+
+
+def run(model: str, speculative_config: dict | None = None, additional_config: dict | None = None) -> dict:
+    spec = {"tensor_parallel_size": 2, "prompts": PROMPTS, "max_tokens": MAX_TOKENS,
+            "speculative_config": speculative_config, "additional_config": additional_config}
+    env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "0|1", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    try:
+        result = subprocess.run([sys.executable, "-m", "tests.vllm.engine.parallel_run", model, json.dumps(spec)],
+                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"tensor_parallel_size=2 with {speculative_config} did not finish in {RUN_TIMEOUT_S} s (a hang?)")
+    lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, f"no result (exit {result.returncode}): {result.stderr[-3000:]}"
+    return json.loads(lines[-1].removeprefix("RESULT "))
+
+
+@pytest.fixture(scope="module")
+def plain(tiny_model) -> dict:
+    return run(tiny_model)
+
+
+@pytest.mark.parametrize("speculative", [
+    {"method": "specplug.suffix", "num_speculative_tokens": 4},
+    {"method": "specplug.adaptive", "num_speculative_tokens": 4},
+], ids=["suffix", "adaptive"])
+def test_lookup_methods_at_tp2_match_plain(tiny_model, plain, speculative):
+    out = run(tiny_model, speculative)
+    assert out["tokens"] == plain["tokens"]
+    assert out["metrics"]["spec_decode_num_accepted_tokens"] > 0  # drafts were verified and taken
+
+
+def test_the_hybrid_overlay_with_online_costs_at_tp2_matches_plain(tiny_model, plain, tmp_path):
+    stats = tmp_path / "stats-{pid}.json"
+    out = run(tiny_model, {"method": "specplug.hybrid", "neural": "draft_model", "model": tiny_model,
+                           "num_speculative_tokens": 3},
+              {"specplug": {"step_costs": "online", "stats_file": str(stats), "stats_interval": 0}})
+    assert out["tokens"] == plain["tokens"]
+    assert out["metrics"]["spec_decode_num_drafts"] > 0
+    # every rank wrote its counters: the same choices and the same learnt costs (rank 0's times, exchanged)
+    ranks = [json.loads(path.read_text())["counters"] for path in tmp_path.glob("stats-*.json")]
+    assert len(ranks) == 2, ranks
+    keys = [key for key in ranks[0] if key.startswith(("neural_pass.", "drafts.", "costs."))]
+    assert keys and all(ranks[0][key] == ranks[1].get(key) for key in keys), ranks
