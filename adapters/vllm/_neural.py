@@ -127,5 +127,6 @@ def neural_drafter(method: str, parallel_drafting: bool = False) -> NeuralDrafte
         check_neural_method(method, "the overlay")
     drafter = _SEQUENTIAL[method]
     if parallel_drafting:
-        return NeuralDrafter(method, parallel=True, keeps_cache=True, unpadded=drafter.unpadded)
+        # vLLM runs a parallel drafter on its padded batch only (it refuses disable_padded_drafter_batch)
+        return NeuralDrafter(method, parallel=True, keeps_cache=True)
     return drafter

@@ -94,8 +94,14 @@ def test_each_neural_method_becomes_vllms_own_with_its_knobs_passed_through(meth
                              "num_speculative_tokens": 4, **knobs}, None, FIELDS)
     assert spec["method"] == method and spec["model"] == "org/drafter"
     assert {key: spec[key] for key in knobs} == knobs
-    # MTP and sequential EAGLE draft after bookkeeping; the others keep vLLM's padded batch
-    assert spec.get("disable_padded_drafter_batch") == (True if method in ("mtp", "eagle", "eagle3") else None)
+    # MTP and sequential EAGLE draft after bookkeeping; parallel drafters and draft models keep vLLM's
+    # padded batch (vLLM refuses disable_padded_drafter_batch with parallel drafting)
+    assert spec.get("disable_padded_drafter_batch") == (True if method == "mtp" else None)
+
+
+def test_sequential_eagle_drafts_after_bookkeeping():
+    spec, _ = translate({"method": "specplug.hybrid", "neural": "eagle3", "model": "org/head"}, None, FIELDS)
+    assert spec["disable_padded_drafter_batch"] is True
     assert extra["specplug"]["neural"] == method
 
 
