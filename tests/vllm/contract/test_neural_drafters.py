@@ -97,12 +97,12 @@ def test_each_neural_method_becomes_vllms_own_with_its_knobs_passed_through(meth
     # MTP and sequential EAGLE draft after bookkeeping; parallel drafters and draft models keep vLLM's
     # padded batch (vLLM refuses disable_padded_drafter_batch with parallel drafting)
     assert spec.get("disable_padded_drafter_batch") == (True if method == "mtp" else None)
+    assert extra["specplug"]["neural"] == method
 
 
 def test_sequential_eagle_drafts_after_bookkeeping():
     spec, _ = translate({"method": "specplug.hybrid", "neural": "eagle3", "model": "org/head"}, None, FIELDS)
     assert spec["disable_padded_drafter_batch"] is True
-    assert extra["specplug"]["neural"] == method
 
 
 def test_a_model_specific_mtp_name_is_accepted_as_mtp():
