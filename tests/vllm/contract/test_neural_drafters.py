@@ -181,3 +181,12 @@ def test_skip_stays_skip_on_a_parallel_drafter():
     engine = EnginePass(NEURAL)
     overlay.apply(runner, 3, [[1], [9]], engine)
     assert engine.asked == [] and overlay.counters["neural_pass.skip"] == 1
+
+
+def test_the_gpu_check_runs_every_neural_method():
+    import runpy
+
+    from tests.vllm._paths import ROOT
+
+    script = runpy.run_path(str(ROOT / "scripts" / "gpu_check_vllm_hybrid.py"))
+    assert script["NEURAL_METHODS"] == NEURAL_METHODS
