@@ -1,7 +1,7 @@
 """GPU check of ``specplug.hybrid`` over a real neural drafter in vLLM (a machine with an NVIDIA GPU).
 
-vLLM's CPU build runs the overlay in CI over a trained EAGLE head, a random P-EAGLE head and a
-draft model of a 135M model; MTP layers, DFlash, DSpark and Medusa need real models. This script
+vLLM's CPU build runs the overlay in CI over a trained EAGLE head, random P-EAGLE and DFlash heads
+and a draft model of a 135M model; MTP layers, DSpark, Medusa and PARD need real models. This script
 checks it where it matters, in three runs of the same prompts:
 
 1. no speculation (the reference output),
