@@ -1,7 +1,7 @@
 """GPU check of ``specplug.hybrid`` over a real neural drafter in vLLM (a machine with an NVIDIA GPU).
 
 vLLM's CPU build runs the overlay in CI over a trained EAGLE head, random P-EAGLE and DFlash heads
-and a draft model of a 135M model; MTP layers, DSpark, Medusa and PARD need real models. This script
+and a draft model of a 135M model; MTP layers, Medusa and PARD need real models. This script
 checks it where it matters, in three runs of the same prompts:
 
 1. no speculation (the reference output),
@@ -20,11 +20,10 @@ drafters vLLM's CPU build cannot run here (no head of the CPU test model's archi
 them), each with its head:
 
     --neural dflash --model Qwen/Qwen3.5-9B --draft z-lab/Qwen3.5-9B-DFlash --spec-tokens <its block size>
-    --neural dspark --model Qwen/Qwen3-8B --draft deepseek-ai/dspark_qwen3_8b_block7 --spec-tokens 7
     --neural eagle3 --parallel-drafting --model <target> --draft <its P-EAGLE head>
     --neural medusa --model lmsys/vicuna-7b-v1.3 --draft FasterDecoding/medusa-vicuna-7b-v1.3  (vLLM <= 0.32)
 
-A DFlash or DSpark head drafts a block of its own length: give ``--spec-tokens`` its block size.
+A DFlash head drafts a block of its own length: give ``--spec-tokens`` its block size.
 About 3-5 minutes on one H100/H200 with an 8B model (three engine builds, CUDA graphs off).
 """
 
@@ -40,7 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the neural methods specplug.hybrid overlays in vLLM (adapters/vllm/_neural.py)
-NEURAL_METHODS = ("mtp", "eagle", "eagle3", "draft_model", "dflash", "dspark", "medusa")
+NEURAL_METHODS = ("mtp", "eagle", "eagle3", "draft_model", "dflash", "medusa")
 NEAR_TIE = 0.02  # nats between the top two tokens: a flip there is numerics, not the drafter
 
 

@@ -283,9 +283,10 @@ def _as_neural(spec: dict[str, Any], section: dict[str, Any], name: str) -> dict
 
     MTP and EAGLE draft after vLLM's bookkeeping on CPU lists with
     ``disable_padded_drafter_batch`` (set here unless the user chose otherwise), the cheapest
-    place to overlay; a draft model and every parallel drafter (P-EAGLE, PARD, DFlash, DSpark)
-    keep vLLM's padded batch, the only one vLLM runs them on, which the overlay also reads. The method's own knobs (``parallel_drafting``, ``dspark_draft_topk``,
-    ``draft_sample_method``, ...) are vLLM's fields and stay in ``spec`` untouched.
+    place to overlay; a draft model and every parallel drafter (P-EAGLE, PARD, DFlash) keep
+    vLLM's padded batch, the only one vLLM runs them on, which the overlay also reads. The
+    method's own knobs (``parallel_drafting``, ``draft_sample_method``, ...) are vLLM's fields
+    and stay in ``spec`` untouched.
     """
     neural = section.get("neural")
     if neural is None:

@@ -25,7 +25,7 @@ class NeuralDrafter:
 
     #: vLLM's method name
     method: str
-    #: all K tokens come from one forward (P-EAGLE, PARD, DFlash, DSpark, Medusa's heads)
+    #: all K tokens come from one forward (P-EAGLE, PARD, DFlash, Medusa's heads)
     parallel: bool
     #: the drafter keeps its own KV cache, which a step without its forward leaves behind
     keeps_cache: bool
@@ -67,7 +67,6 @@ _SEQUENTIAL = {
 _PARALLEL_ONLY = {
     # a block of K mask queries after the bonus token, one forward; vLLM sets parallel_drafting itself
     "dflash": NeuralDrafter("dflash", parallel=True, keeps_cache=True),
-    "dspark": NeuralDrafter("dspark", parallel=True, keeps_cache=True),
     # K heads over the target's last hidden state; no cache of its own
     "medusa": NeuralDrafter("medusa", parallel=True, keeps_cache=False),
 }
@@ -79,6 +78,8 @@ NEURAL_METHODS = (*_SEQUENTIAL, *_PARALLEL_ONLY)
 
 #: methods vLLM's config accepts that the overlay cannot run over, and why
 UNSUPPORTED = {
+    "dspark": "vLLM runs DSpark in its V2 model runner only, and the overlay wraps the V1 runner (V1 refuses it: "
+              "\"Model Runner V1 does not support: dspark speculative decoding\")",
     "mlp_speculator": "vLLM accepts it in its speculative config but its V1 model runner builds no drafter "
                       "for it (the runner raises \"Unknown speculative decoding method\")",
     "extract_hidden_states": "it saves the target's hidden states and drafts no tokens",

@@ -35,7 +35,6 @@ PROPOSERS = {
     "eagle3": ("vllm.v1.spec_decode.eagle", "EagleProposer"),
     "draft_model": ("vllm.v1.spec_decode.draft_model", "DraftModelProposer"),
     "dflash": ("vllm.v1.spec_decode.dflash", "DFlashProposer"),
-    "dspark": ("vllm.v1.spec_decode.dflash", "DFlashProposer"),
     "medusa": ("vllm.v1.spec_decode.medusa", "MedusaProposer"),
 }
 
@@ -88,8 +87,8 @@ def test_a_parallel_drafter_lays_out_k_slots_when_built():
 @pytest.mark.parametrize("method", NEURAL_METHODS)
 def test_each_neural_method_becomes_vllms_own_with_its_knobs_passed_through(method):
     knobs = {"parallel_drafting": True} if method in ("eagle", "eagle3", "draft_model") else {}
-    if method == "dspark":
-        knobs = {"dspark_draft_topk": 8, "enable_adaptive_verification": True}
+    if method == "dflash":
+        knobs = {"draft_sample_method": "greedy"}
     spec, extra = translate({"method": "specplug.hybrid", "neural": method, "model": "org/drafter",
                              "num_speculative_tokens": 4, **knobs}, None, FIELDS)
     assert spec["method"] == method and spec["model"] == "org/drafter"
@@ -112,7 +111,8 @@ def test_a_model_specific_mtp_name_is_accepted_as_mtp():
 
 
 @pytest.mark.parametrize(("method", "reason"), [
-    ("mlp_speculator", "builds no drafter"), ("extract_hidden_states", "drafts no tokens"),
+    ("mlp_speculator", "builds no drafter"), ("dspark", "V2 model runner only"),
+    ("extract_hidden_states", "drafts no tokens"),
     ("ngram", "not a neural drafter"), ("medusa2", "use one of mtp, eagle"),
 ])
 def test_a_method_the_overlay_cannot_run_on_is_refused_with_the_reason(method, reason):
@@ -120,7 +120,7 @@ def test_a_method_the_overlay_cannot_run_on_is_refused_with_the_reason(method, r
         translate({"method": "specplug.hybrid", "neural": method, "model": "org/drafter"}, None, FIELDS)
 
 
-@pytest.mark.parametrize("method", ["dflash", "dspark", "medusa"])
+@pytest.mark.parametrize("method", ["dflash", "medusa"])
 def test_a_drafter_that_needs_a_model_without_one_is_refused(method):
     with pytest.raises(NoDrafterError, match=f"neural = '{method}' drafts with a head or draft model"):
         translate({"method": "specplug.hybrid", "neural": method}, None, FIELDS)
@@ -150,7 +150,6 @@ NEURAL = [[50, 51, 52], [60, 61, 62]]
     ("eagle3", True, [3], "full"),     # P-EAGLE: its first forward is its whole draft
     ("draft_model", True, [3], "full"),  # PARD
     ("dflash", False, [3], "full"),    # one block of K mask queries: the fill would cost the draft
-    ("dspark", False, [3], "full"),
     ("medusa", False, [], "skip"),     # no cache of its own to keep in step
 ])
 def test_where_every_row_takes_the_lookup_the_drafter_runs_what_its_kind_needs(method, parallel, asked, counted):
@@ -163,7 +162,7 @@ def test_where_every_row_takes_the_lookup_the_drafter_runs_what_its_kind_needs(m
 
 
 @pytest.mark.parametrize(("method", "parallel", "asked"), [
-    ("eagle", False, [2]), ("eagle3", True, [3]), ("dflash", False, [3]), ("dspark", False, [3]),
+    ("eagle", False, [2]), ("eagle3", True, [3]), ("dflash", False, [3]),
     ("medusa", False, [3]),
 ])
 def test_a_shorter_neural_draft_is_asked_only_of_a_sequential_drafter(method, parallel, asked):

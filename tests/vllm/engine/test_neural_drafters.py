@@ -6,7 +6,7 @@ runs as ``full`` (adapters/vllm/_neural.py). The head is random-weight of the te
 (tests/vllm/engine/_heads.py): vLLM builds and runs it, and the lookup's drafts are the accepted
 ones. DFlash (a block of K masked queries after the bonus token, one forward; vLLM sets
 ``parallel_drafting`` itself) over a random-weight head of Qwen3 layers reading three of the
-target's layers, the same way. DSpark, Medusa and PARD are checked by the contract tests
+target's layers, the same way. Medusa and PARD are checked by the contract tests
 (tests/vllm/contract/test_neural_drafters.py) and on a GPU by scripts/gpu_check_vllm_hybrid.py.
 """
 
