@@ -24,6 +24,10 @@ The counters say what vLLM's drafter did each step: ``neural_pass.full`` (its wh
   say which. The positions skipped are not re-filled before the head's next draft: vLLM's EAGLE
   forward needs the target's hidden states at those positions, which vLLM keeps for one step only.
 
+The setting is read per drafter (:mod:`specplug_adapters.vllm._neural`): a parallel drafter
+(P-EAGLE, PARD, DFlash) makes its whole draft in its first forward, so its ``fill`` runs as
+``full`` and it is always asked for vLLM's K; Medusa keeps no cache, so its ``fill`` is a ``skip``.
+
 With ``step_costs = "online"`` (the default) a method that takes a cost model and was given none
 gets an :class:`~specplug.cost.OnlineCostModel` learnt from this engine's own times: the time
 between two drafting calls is the engine's step over the scheduled tokens (the verification,

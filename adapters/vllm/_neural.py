@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from specplug import InvalidOptionError
 
-__all__ = ["NEURAL_METHODS", "NeuralDrafter", "UNSUPPORTED", "check_neural_method", "neural_drafter"]
+__all__ = ["NEURAL_METHODS", "UNSUPPORTED", "NeuralDrafter", "check_neural_method", "is_mtp", "neural_drafter"]
 
 
 @dataclass(frozen=True)
