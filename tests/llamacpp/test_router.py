@@ -18,7 +18,8 @@ PRESETS = {preset.name: preset for preset in list_presets("llama-server")}
 NEEDS_MTP_LAYERS = {name for name, preset in PRESETS.items() if "draft-mtp" in preset.options().get("spec-type", "")}
 #: presets chaining a head of the target (EAGLE-3, DFlash, DSpark): no GGUF of one ships for the test models
 HEAD_TYPES = {"draft-eagle3", "draft-dflash", "draft-dspark"}
-NEEDS_HEAD = {name for name, preset in PRESETS.items() if HEAD_TYPES & set(preset.options().get("spec-type", "").split(","))}
+NEEDS_HEAD = {name for name, preset in PRESETS.items()
+              if HEAD_TYPES & set(preset.options().get("spec-type", "").split(","))}
 
 
 class _Router(LlamaServer):
