@@ -1,7 +1,8 @@
-"""GPU check of ``specplug.hybrid`` on a real EAGLE/MTP model in vLLM (a machine with an NVIDIA GPU).
+"""GPU check of ``specplug.hybrid`` over a real neural drafter in vLLM (a machine with an NVIDIA GPU).
 
-vLLM's CPU build runs no EAGLE/MTP head here, so CI checks the hybrid overlay over a draft
-model only. This script checks it where it matters, in three runs of the same prompts:
+vLLM's CPU build runs the overlay in CI over a trained EAGLE head, random P-EAGLE and DFlash heads
+and a draft model of a 135M model; MTP layers, Medusa and PARD need real models. This script
+checks it where it matters, in three runs of the same prompts:
 
 1. no speculation (the reference output),
 2. vLLM's own neural drafter alone (``--neural``: eagle3, eagle or mtp),
@@ -14,7 +15,15 @@ wheel, in the tested range) and specplug installed and the weights available loc
     python scripts/gpu_check_vllm_hybrid.py --model Qwen/Qwen3-8B \\
         --neural eagle3 --draft AngelSlim/Qwen3-8B_eagle3 --spec-tokens 4
 
-For an MTP model leave out ``--draft`` (``--neural mtp --model XiaomiMiMo/MiMo-7B-RL``).
+For an MTP model leave out ``--draft`` (``--neural mtp --model XiaomiMiMo/MiMo-7B-RL``). The
+drafters vLLM's CPU build cannot run here (no head of the CPU test model's architecture exists for
+them), each with its head:
+
+    --neural dflash --model Qwen/Qwen3.5-9B --draft z-lab/Qwen3.5-9B-DFlash --spec-tokens <its block size>
+    --neural eagle3 --parallel-drafting --model <target> --draft <its P-EAGLE head>
+    --neural medusa --model lmsys/vicuna-7b-v1.3 --draft FasterDecoding/medusa-vicuna-7b-v1.3  (vLLM <= 0.32)
+
+A DFlash head drafts a block of its own length: give ``--spec-tokens`` its block size.
 About 3-5 minutes on one H100/H200 with an 8B model (three engine builds, CUDA graphs off).
 """
 
@@ -29,6 +38,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the neural methods specplug.hybrid overlays in vLLM (adapters/vllm/_neural.py)
+NEURAL_METHODS = ("mtp", "eagle", "eagle3", "draft_model", "dflash", "medusa")
 NEAR_TIE = 0.02  # nats between the top two tokens: a flip there is numerics, not the drafter
 
 
@@ -93,8 +104,10 @@ def divergences(reference: dict, other: dict) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="target model (path or hub id, available locally)")
-    parser.add_argument("--neural", choices=["eagle3", "eagle", "mtp"], required=True)
-    parser.add_argument("--draft", help="the EAGLE head (path or hub id); none for MTP")
+    parser.add_argument("--neural", choices=list(NEURAL_METHODS), required=True)
+    parser.add_argument("--draft", help="the head or draft model (path or hub id); none for MTP")
+    parser.add_argument("--parallel-drafting", action="store_true",
+                        help="vLLM's parallel_drafting (P-EAGLE on eagle/eagle3, PARD on draft_model)")
     parser.add_argument("--spec-tokens", type=int, default=4)
     parser.add_argument("--lookup", default="suffix", help="specplug lookup method of the hybrid")
     parser.add_argument("--prompts", type=int, default=6)
@@ -107,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
 
     chats = load_prompts(args.prompts)
     neural = {"method": args.neural, "num_speculative_tokens": args.spec_tokens}
+    if args.parallel_drafting:
+        neural["parallel_drafting"] = True
     if args.draft:
         neural["model"] = args.draft
     stats = Path(tempfile.mkdtemp()) / "hybrid-stats.json"

@@ -28,6 +28,7 @@ from specplug.engine import (
     methods_composing_engine_drafter,
     no_drafter,
 )
+from specplug_adapters.vllm._neural import NEURAL_METHODS, check_neural_method, is_mtp, neural_drafter
 
 __all__ = [
     "ADAPTER_KEYS",
@@ -57,8 +58,6 @@ UNUSED_NEURAL_PASSES = ("fill", "skip", "full", "fill_in_use")
 #: where the overlay's method gets its cost model when the options give none: ``online``, learnt from
 #: this engine's own step and drafter times; ``off``, the method's own default (hybrid: none)
 STEP_COSTS = ("online", "off")
-#: vLLM methods whose drafts a composing method (``specplug.hybrid``) can overlay: the model's own drafter
-NEURAL_METHODS = ("mtp", "eagle", "eagle3", "draft_model")
 
 
 def specplug_method(value: object) -> str | None:
@@ -258,7 +257,7 @@ def _check_drafter(name: str, spec: Mapping[str, Any], section: Mapping[str, Any
     if spec.get("model") not in (None, DRAFTER_PATH):
         return  # a head or draft model: vLLM loads and checks it
     neural = section.get("neural")
-    if neural in (None, "mtp"):
+    if neural is None or (isinstance(neural, str) and is_mtp(neural)):
         if target is None or target.has_mtp is not False:
             return
         why = "it has no MTP layers and the speculative config gives no \"model\""
@@ -284,22 +283,23 @@ def _as_neural(spec: dict[str, Any], section: dict[str, Any], name: str) -> dict
 
     MTP and EAGLE draft after vLLM's bookkeeping on CPU lists with
     ``disable_padded_drafter_batch`` (set here unless the user chose otherwise), the cheapest
-    place to overlay; a draft model needs vLLM's padded batch, which the overlay also reads.
+    place to overlay; a draft model and every parallel drafter (P-EAGLE, PARD, DFlash) keep
+    vLLM's padded batch, the only one vLLM runs them on, which the overlay also reads. The
+    method's own knobs (``parallel_drafting``, ``draft_sample_method``, ...) are vLLM's fields
+    and stay in ``spec`` untouched.
     """
     neural = section.get("neural")
     if neural is None:
-        # no model: the target's own MTP layers; a model: vLLM detects eagle/eagle3/draft_model
+        # no model: the target's own MTP layers; a model: vLLM detects the method from its config
         neural = "mtp" if spec.get("model") is None else None
-    elif neural not in NEURAL_METHODS:
-        raise InvalidOptionError(
-            f"{PREFIX}{name} setting neural = {neural!r} is not valid; use one of {', '.join(NEURAL_METHODS)}"
-        )
+    else:
+        check_neural_method(neural, PREFIX + name)
     if neural is None:
         del spec["method"]
     else:
         spec["method"] = neural
-    if neural in ("mtp", "eagle", "eagle3"):
-        spec.setdefault("disable_padded_drafter_batch", True)
+        if neural_drafter(neural, bool(spec.get("parallel_drafting"))).unpadded:
+            spec.setdefault("disable_padded_drafter_batch", True)
     section["neural"] = neural
     return spec
 

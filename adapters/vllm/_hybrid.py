@@ -24,6 +24,10 @@ The counters say what vLLM's drafter did each step: ``neural_pass.full`` (its wh
   say which. The positions skipped are not re-filled before the head's next draft: vLLM's EAGLE
   forward needs the target's hidden states at those positions, which vLLM keeps for one step only.
 
+The setting is read per drafter (:mod:`specplug_adapters.vllm._neural`): a parallel drafter
+(P-EAGLE, PARD, DFlash) makes its whole draft in its first forward, so its ``fill`` runs as
+``full`` and it is always asked for vLLM's K; Medusa keeps no cache, so its ``fill`` is a ``skip``.
+
 With ``step_costs = "online"`` (the default) a method that takes a cost model and was given none
 gets an :class:`~specplug.cost.OnlineCostModel` learnt from this engine's own times: the time
 between two drafting calls is the engine's step over the scheduled tokens (the verification,
@@ -63,6 +67,7 @@ from specplug.engine import (
     methods_composing_engine_drafter,
 )
 from specplug_adapters.vllm._config import PREFIX, create_method, read_settings
+from specplug_adapters.vllm._neural import neural_drafter
 from specplug_adapters.vllm._requests import controlled_limits, request_controls
 from specplug_adapters.vllm._stats import LOGGER_NAME, stats_options
 
@@ -94,7 +99,10 @@ class HybridOverlay(EngineDrafting):
             )
         neural_name = settings.neural or vllm_config.speculative_config.method
         self.settings = settings
-        self.unused_neural_pass = settings.unused_neural_pass
+        #: how vLLM's drafter makes its tokens: what a skipped or shorter pass means for it
+        self.drafter = neural_drafter(str(vllm_config.speculative_config.method),
+                                      bool(getattr(vllm_config.speculative_config, "parallel_drafting", False)))
+        self.unused_neural_pass = self.drafter.unused_pass(settings.unused_neural_pass)
         data_parallel = getattr(getattr(vllm_config, "parallel_config", None), "data_parallel_size", 1) or 1
         if data_parallel > 1 and self.unused_neural_pass != "full":
             # the drafter's forwards synchronise data-parallel ranks, whose batches (and so choices) differ
@@ -122,6 +130,8 @@ class HybridOverlay(EngineDrafting):
         #: neural_max_tokens, at most the step's K): lookups draft up to K while the head runs only as
         #: far as it is asked; None: the step's K
         self.neural_tokens: int | None = getattr(getattr(self.guard.proposer, "options", None), "neural_max_tokens", None)
+        if not self.drafter.cuttable:  # one forward makes all K: asked for K, the choice trims
+            self.neural_tokens = None
         log.info("specplug %s overlay on vLLM's %s drafts, options %s", settings.method, neural_name, settings.options)
 
     def apply(

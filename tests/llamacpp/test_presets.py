@@ -62,9 +62,13 @@ def test_ngram_presets_name_only_ngram_types():
         assert kinds and all(kind.startswith("ngram-") for kind in kinds), (name, kinds)
 
 
-def test_mtp_ngram_chains_mtp_with_an_ngram_type():
-    kinds = _spec_types("mtp-ngram")
-    assert "draft-mtp" in kinds and any(kind.startswith("ngram-") for kind in kinds)
+@pytest.mark.parametrize(("name", "drafter"), [
+    ("mtp-ngram", "draft-mtp"), ("eagle3-ngram", "draft-eagle3"), ("dflash-ngram", "draft-dflash"),
+    ("dspark-ngram", "draft-dspark"), ("draft-model-ngram", "draft-simple"),
+])
+def test_each_chain_puts_the_lookup_first_then_one_drafter(name, drafter):
+    kinds = _spec_types(name)
+    assert kinds[0].startswith("ngram-") and kinds[1:] == [drafter], kinds
 
 
 def test_cli_prints_flags_and_ini(capsys):

@@ -42,7 +42,7 @@ def test_every_shipped_preset_validates(preset):
 
 
 def test_the_presets_are_the_issue_s_set():
-    assert {p.name for p in PRESETS} >= {"ngram", "sa", "mtp-sa", "eagle3-sa", "eagle3-schedule", "specplug-suffix", "specplug-adaptive"}
+    assert {p.name for p in PRESETS} >= {"ngram", "sa", "mtp-sa", "eagle3-sa", "eagle3-schedule", "specplug-suffix", "specplug-adaptive", "pard-sa"}
     assert load_preset("trtllm", "mtp-sa").render().startswith("# MTP heads")
 
 

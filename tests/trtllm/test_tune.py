@@ -82,7 +82,7 @@ def test_tune_chooses_on_the_tuning_half_and_renders_valid_presets(records):
     assert report.chosen["sa_threshold"] in (1, 4)
     assert min(report.chosen["schedule"]) == 1
     presets = render_presets(report)
-    assert set(presets) == {"mtp-sa.yaml", "eagle3-sa.yaml", "eagle3-schedule.yaml", "ngram.yaml", "sa.yaml"}
+    assert set(presets) == {"mtp-sa.yaml", "eagle3-sa.yaml", "pard-sa.yaml", "eagle3-schedule.yaml", "ngram.yaml", "sa.yaml"}
     for name, text in presets.items():
         check_model_yaml(yaml.safe_load(text), name)
         assert text.startswith("# ") and "held-out" in text

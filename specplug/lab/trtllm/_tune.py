@@ -504,6 +504,15 @@ def render_presets(report: TuneReport) -> dict[str, str]:
             {"speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model": "/path/to/eagle3-draft",
                                     "sa_config": {"threshold": threshold}}},
         ),  # fmt: skip
+        # PARD's K masked drafts come from one forward of a draft model: the modeled neural part is one already
+        "pard-sa.yaml": _yaml(
+            ["PARD parallel draft model with the suffix-automaton override (sa_config), threshold tuned by replay",
+             "Use for a PARD draft model of the target (set speculative_model to it): its K tokens come from one",
+             "forward, and the SA replaces all K when its suffix match is at least `threshold` long.",
+             how, *sa_lines, check],
+            {"speculative_config": {"decoding_type": "PARD", "max_draft_len": 3, "speculative_model": "/path/to/pard-draft",
+                                    "sa_config": {"threshold": threshold}}},
+        ),  # fmt: skip
     }
     schedule = report.chosen["schedule"]
     longest = report.chosen["schedule_max_draft_len"]
