@@ -38,8 +38,8 @@ def test_translates_to_an_overlay_on_the_models_own_drafter(composite):
 
 def test_the_same_checks(composite):
     method, drafter_option, _ = composite
-    with pytest.raises(specplug.InvalidOptionError, match=f"specplug.{method} setting neural = 'medusa'"):
-        translate({"method": f"specplug.{method}", "neural": "medusa"}, None, FIELDS)
+    with pytest.raises(specplug.InvalidOptionError, match=f"specplug.{method} setting neural = 'mlp_speculator'"):
+        translate({"method": f"specplug.{method}", "neural": "mlp_speculator"}, None, FIELDS)
     with pytest.raises(specplug.InvalidOptionError, match="unknown option 'margn'"):
         translate({"method": f"specplug.{method}", "margn": 1.0}, None, FIELDS)
     # it cannot run as the custom_class drafter: there is no drafter of the model's there
