@@ -56,6 +56,9 @@ def test_engine_raises_specplugs_own_error(sglang, model_dir, monkeypatch):
 
     monkeypatch.delenv(OPTIONS_ENV, raising=False)
     monkeypatch.setenv("SGLANG_USE_CPU_ENGINE", "1")
+    # sgl.Engine registers its shutdown at exit before it resolves its arguments; refused, it started
+    # nothing, and its shutdown at interpreter exit would only log into pytest's closed streams
+    monkeypatch.setattr("atexit.register", lambda function, *args, **kwargs: function)
     with pytest.raises(specplug.NoDrafterError) as raised:
         sgl.Engine(model_path=model_dir, speculative_algorithm="SPECPLUG_HYBRID", **ENGINE_ARGS)
     assert "specplug: error: " + str(raised.value) == expected("SPECPLUG_HYBRID", model_dir)
