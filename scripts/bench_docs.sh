@@ -4,11 +4,69 @@
 #   1. every method, the peers and the oracle; table + JSON + plots under docs/bench/
 #   2. vLLM's NgramProposer over a grid of settings at k = 5, 8, 16 beside suffix at the same k,
 #      and the tokens/step bound of any lookup proposer (specplug bench --lookup-bound)
-#   3. the main methods under the cost model calibrated on this machine, where one was made
+#   3. every engine's own rule beside hybrid and adaptive (with SPECDECODE_TRACES=FILE also on
+#      SpecDecode-Bench's real EAGLE-3 acceptance); `bash scripts/bench_docs.sh engine-rules [SDB.jsonl]`
+#      runs only this part
+#   4. the main methods under the cost model calibrated on this machine, where one was made
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=docs/bench
 mkdir -p "$OUT"
+# The composites against every engine's own rule (specplug.lab.rules), each with its shipped defaults and
+# with its knobs tuned per batch size on the tune split: docs/bench/engine-rules.md, one table per batch size,
+# on the tune and the validation split. With SDB.jsonl (SpecDecode-Bench's profiled Llama-3.1-8B data, real
+# EAGLE-3 acceptance, converted by `specplug trace --specdecode DIR --out SDB.jsonl`; not shipped: its
+# repository has no licence) also on that; always on the shipped traces over both of their neural columns.
+# Tuned settings are kept in docs/bench/engine-rules-tuned-*.json and reused while traces and settings match.
+engine_rules() {
+    SPECPLUG=${SPECPLUG:-.venv/bin/specplug}
+    SIZES=1,8,32,64,128
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    run() {  # run NAME NEURAL SPLIT TRACES...: one split of one trace set, its tables into $tmp/NAME-SPLIT.md
+        local name=$1 neural=$2 split=$3
+        shift 3
+        "$SPECPLUG" bench "$@" --neural "$neural" --split "$split" --no-peers --no-engine-runs --batch-sizes "$SIZES" \
+            --engine-rules --tune-rules --tuned-rules "$OUT/engine-rules-tuned-$name.json" \
+            --json "$OUT/engine-rules-$name-$split.json" --batch-tables "$tmp/$name-$split.md" > /dev/null
+    }
+    sets=()
+    if [ $# -ge 1 ]; then
+        for split in tune validation; do run specdecode head "$split" "$1"; done
+        sets+=(specdecode)
+    fi
+    for neural in draft-model head; do
+        for split in tune validation; do run "shipped-$neural" "$neural" "$split"; done
+        sets+=("shipped-$neural")
+    done
+    {
+        echo "# The composites against the engines' own rules"
+        echo
+        echo "Written by \`bash scripts/bench_docs.sh engine-rules${1:+ SDB.jsonl}\` (see docs/benchmarks.md, \"Against the engines' own drafting rules, per batch size\")."
+        echo "Modeled speedup over plain decoding under the llama-3.1-8b-h100 cost model, drafts of at most 8 tokens."
+        echo "\`(tuned)\`: the rule's knobs chosen per batch size on the tune split of the same traces, every workload"
+        echo "together (the settings are in docs/bench/engine-rules-tuned-*.json); \`best fixed\` and \`oracle\`: over"
+        echo "ngram, suffix and the neural drafter, with hindsight."
+        for name in "${sets[@]}"; do
+            for split in tune validation; do
+                echo
+                case $name in
+                    specdecode) echo "## SpecDecode-Bench (Llama-3.1-8B-Instruct, real EAGLE-3 and n-gram acceptance), $split split" ;;
+                    shipped-draft-model) echo "## Shipped traces (SmolLM2-135M; the neural drafter: the stand-in draft model), $split split" ;;
+                    shipped-head) echo "## Shipped traces (SmolLM2-135M; the neural drafter: the EAGLE head trained here), $split split" ;;
+                esac
+                echo
+                sed 's/^### /#### /' "$tmp/$name-$split.md"
+            done
+        done
+    } > "$OUT/engine-rules.md"
+    echo "wrote $OUT/engine-rules.md"
+}
+if [ "${1:-}" = engine-rules ]; then
+    shift
+    engine_rules "$@"
+    exit 0
+fi
 .venv/bin/specplug bench --k 8 \
     -m ngram -m suffix -m neural -m hybrid -m adaptive:candidates=suffix+neural \
     -m peer:vllm-ngram:num_speculative_tokens=8 -m peer:arctic-suffix -m peer:sglang-ngram \
@@ -39,6 +97,9 @@ for k in 5 8 16; do
 done
 # what any lookup proposer could reach on these traces (tokens/step bound per workload and k)
 .venv/bin/specplug bench --lookup-bound 5,8,16 --markdown "$OUT/lookup-bound.md"
+# the composites against every engine's own rule, default and tuned, one table per batch size
+# (engine-rules.md); SPECDECODE_TRACES: SpecDecode-Bench's data converted by `specplug trace --specdecode`
+engine_rules ${SPECDECODE_TRACES:+"$SPECDECODE_TRACES"}
 # a cost model of this machine: bash scripts/bench_docs.sh after
 #   .venv/bin/specplug calibrate --out docs/bench/cpu-smollm2-135m-1t.toml --neural-model .models/SmolLM2-135M-draft-Q2_K.gguf
 [ -f "$OUT/cpu-smollm2-135m-1t.toml" ] || exit 0

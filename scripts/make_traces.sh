@@ -7,10 +7,18 @@
 # Needs scripts/setup_core.sh, setup_llamacpp.sh, setup_bench.sh, setup_peers.sh (torch) and
 # setup_vllm.sh --engine-only (.models/smollm2-135m-fp32). About 40 min in all on 2 cores.
 # Usage: bash scripts/make_traces.sh [--head-only] [prompt set ...]   (default: all four)
+#        bash scripts/make_traces.sh --specdecode DIR OUT.jsonl
+#   --specdecode: convert a copy of SpecDecode-Bench's profiled data (a checkout of
+#   github.com/SpecDecode-Bench/simulator) into traces with real EAGLE-3 and n-gram acceptance; the data
+#   is not shipped (its repository has no licence), so OUT.jsonl belongs outside the tree (e.g. out/)
 #   --head-only: recompute only the neural_head column of the shipped traces in place, keeping every
 #   other field (no llama-server; about 4 min for all four; needs only torch and the fp32 target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--specdecode" ]; then
+    [ $# -eq 3 ] || { echo "usage: bash scripts/make_traces.sh --specdecode DIR OUT.jsonl" >&2; exit 2; }
+    exec .venv/bin/specplug trace --specdecode "$2" --out "$3"
+fi
 HEAD_ONLY=0
 [ "${1:-}" = "--head-only" ] && { HEAD_ONLY=1; shift; }
 SETS=("$@")

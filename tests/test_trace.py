@@ -62,6 +62,21 @@ def test_a_head_column_is_written_as_version_2_beside_the_neural_column(tmp_path
     assert again[0].neural == NeuralTrace(k=4, accepted=(0, 4, 2), drafter="draft model")
 
 
+def test_a_lookup_column_is_written_as_version_3(tmp_path):
+    lookup = {"k": 20, "accepted": [0, 5, 4], "drafter": "n-gram"}
+    head = {"k": 20, "accepted": [0, 2, 1], "drafter": "EAGLE-3"}
+    records = [
+        TraceRecord.model_validate(_record(v=3, id="measured", neural_head=head, lookup=lookup)),
+        TraceRecord.model_validate(_record(v=3, id="head-only", neural_head=head)),
+    ]
+    path = tmp_path / "t.jsonl"
+    write_traces(path, records)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["v"] for line in lines] == [3, 2]
+    assert lines[0]["lookup"] == lookup and "lookup" not in lines[1]
+    assert [record.model_copy(update={"v": 3}) for record in read_traces(path)] == records
+
+
 def test_version_1_files_round_trip_byte_for_byte(tmp_path):
     """An old file (no head column) is rewritten exactly as it was, at version 1."""
     lines = [
@@ -102,13 +117,16 @@ def test_a_version_2_record_without_a_head_column_is_read_and_written_as_version
         ({"prompt_ids": [1, -2]}, "prompt_ids", "item 1 = -2 is not a token id"),
         ({"output_ids": []}, "output_ids", "must not be empty"),
         ({"output_ids": [1, "x"]}, "output_ids", "item 1 = 'x' is not a token id"),
-        ({"v": 3}, "v", "format version 3 is not supported; this specplug reads versions 1 and 2"),
+        ({"v": 4}, "v", "format version 4 is not supported; this specplug reads versions 1, 2 and 3"),
         ({"id": 7}, "id", "string"),
         ({"extra": 1}, "extra", "is not a trace field"),
         ({"neural": {"k": 2, "accepted": [0, 3, 1]}}, "neural", "accepted[1] = 3 is larger than k = 2"),
         ({"neural": {"k": 2, "accepted": [0, 1]}}, "(record)", "neural.accepted has 2 entries but output_ids has 3"),
         # the head column: only in version 2, and checked as the neural one is
         ({"neural_head": {"k": 2, "accepted": [0, 1, 0]}}, "neural_head", "needs format version 2 (\"v\": 2)"),
+        # the lookup column: only in version 3
+        ({"v": 2, "lookup": {"k": 2, "accepted": [0, 1, 0]}}, "lookup", "needs format version 3 (\"v\": 3); version 2 has no lookup column"),
+        ({"v": 3, "lookup": {"k": 2, "accepted": [0, 1]}}, "(record)", "lookup.accepted has 2 entries but output_ids has 3"),
         ({"v": 2, "neural_head": {"k": 2, "accepted": [0, 3, 1]}}, "neural_head", "accepted[1] = 3 is larger than k = 2"),
         ({"v": 2, "neural_head": {"k": 2, "accepted": [0]}}, "(record)", "neural_head.accepted has 1 entries but output_ids has 3"),
         ({"v": 2, "neural_head": {"k": 0, "accepted": [0, 0, 0]}}, "neural_head.k", "greater than or equal to 1"),

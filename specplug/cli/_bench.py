@@ -50,6 +50,21 @@ def bench_command(
         "stand-in draft model) or head (the neural_head column: the EAGLE head trained here)",
     ),
     neural_alpha: float = typer.Option(0.6, "--neural-alpha", min=0.0, max=0.99, help="acceptance of the simulated neural drafter where a trace has none"),
+    engine_rules: bool = typer.Option(
+        False, "--engine-rules", help="also replay every engine rule (rule:NAME) with its shipped defaults"
+    ),
+    tune_rules: bool = typer.Option(
+        False, "--tune-rules",
+        help="also replay every engine rule with its knobs tuned per batch size on the traces' tune split",
+    ),
+    tuned_rules_path: Path = typer.Option(
+        None, "--tuned-rules",
+        help="with --tune-rules: keep the tuned settings in this JSON file and reuse them while the traces, cost model, "
+        "k and batch sizes are the same",
+    ),
+    batch_tables_path: Path = typer.Option(
+        None, "--batch-tables", help="write one Markdown table per batch size (every row by workload, targets checked) here"
+    ),
     json_path: Path = typer.Option(None, "--json", help="write the results as JSON here"),
     plots: Path = typer.Option(None, "--plots", help="write PNG plots into this folder"),
     markdown: Path = typer.Option(None, "--markdown", help="write the tables as Markdown here"),
@@ -72,6 +87,10 @@ def bench_command(
     # every output is checked before the replay, so a bad path never costs a finished run
     if json_path:
         check_output("--json", json_path)
+    if batch_tables_path:
+        check_output("--batch-tables", batch_tables_path)
+    if tuned_rules_path and not tune_rules:
+        raise InvalidOptionError("--tuned-rules keeps the settings of --tune-rules; give --tune-rules too")
     if markdown:
         check_output("--markdown", markdown)
     if plots:
@@ -93,6 +112,7 @@ def bench_command(
     records = [record for path in files for record in with_neural_column(read_traces(path), neural, str(path))]
     if synthetic:
         records += synthetic_traces()
+    tune_half = split_records(records, "tune")  # engine rules are tuned on it whatever --split replays
     records = split_records(records, split)
     if workload:
         known = sorted({record.workload for record in records})
@@ -100,6 +120,7 @@ def bench_command(
         if missing:
             raise InvalidOptionError(f"workload(s) {missing} are not in the traces; workloads: {', '.join(known)}")
         records = [record for record in records if record.workload in workload]
+        tune_half = [record for record in tune_half if record.workload in workload]
     if lookup_bound is not None:
         _print_lookup_bound(records, comma_ints("--lookup-bound", lookup_bound, example="5,8,16", maximum=64), markdown)
         return
@@ -107,9 +128,16 @@ def bench_command(
     if peers and not method:
         specs += [f"peer:{name}" for name in peer_names()]
     methods = [parse_method(spec) for spec in specs]
+    if engine_rules:
+        from specplug.lab.bench._rules import default_rules
+
+        methods += [rule for rule in default_rules() if rule.label not in {m.label for m in methods}]
     model = cost_model(cost)
     sizes = comma_ints("--batch-sizes", batch_sizes, example="1,8,32,128", maximum=1 << 16)
     console = Console(width=max(Console().width, 160))
+    tuned = None
+    if tune_rules:
+        tuned = _tuned_rules(tuned_rules_path, files, cost, k, sizes, neural, workload, tune_half, model, neural_alpha, console)
     if llamacpp_model:
         from specplug.lab.bench._llamacpp import LLAMACPP_TYPES, measure_llamacpp
         from specplug.lab.bench.llama_server import find_model
@@ -130,7 +158,7 @@ def bench_command(
 
         result = run_benchmark(
             records, methods, model, k=k, batch_sizes=sizes, oracle=oracle, best_fixed=best_fixed, engine_runs=engine_runs,
-            neural_alpha=neural_alpha, neural=neural, progress=tick,
+            neural_alpha=neural_alpha, neural=neural, progress=tick, tuned_rules=tuned,
         )
     print_table(result, console)
     failed = [row for row in result.rows if row.status != "ok"]
@@ -142,6 +170,12 @@ def bench_command(
     if markdown:
         write_markdown(result, markdown)
         console.print(f"wrote {markdown}")
+    if batch_tables_path:
+        from specplug._outputs import write_text_atomic
+        from specplug.lab.bench._rules_report import batch_tables
+
+        write_text_atomic(batch_tables_path, batch_tables(result))
+        console.print(f"wrote {batch_tables_path}")
     if plots:
         for path in write_plots(result, plots):
             console.print(f"wrote {path}")
@@ -160,3 +194,22 @@ def _print_lookup_bound(records: list, ks: list[int], markdown: Path | None) -> 
     if markdown:
         write_text_atomic(markdown, table + "\n")
         typer.echo(f"wrote {markdown}", err=True)
+
+
+def _tuned_rules(path, files, cost, k, sizes, neural, workloads, tune_half, model, neural_alpha, console):
+    """The engine rules' settings tuned on ``tune_half``: read from ``path`` when it was tuned on
+    the same traces and settings, else tuned now (and written there)."""
+    from specplug.lab.bench._rules import load_tuned, save_tuned, tune_rules
+
+    about = {
+        "traces": [Path(file).name for file in files], "cost": cost, "k": k, "batch_sizes": list(sizes),
+        "neural": neural, "workloads": sorted(workloads or []),
+    }
+    tuned = load_tuned(path, about) if path else None
+    if tuned is None:
+        with console.status("tuning the engine rules on the tune split") as status:
+            tuned = tune_rules(tune_half, model, k, sizes, neural_alpha=neural_alpha, progress=status.update)
+        if path:
+            save_tuned(tuned, path, about)
+            console.print(f"wrote {path}")
+    return tuned

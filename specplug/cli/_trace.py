@@ -38,6 +38,12 @@ def trace_command(
     llamacpp_types: str = typer.Option(
         "", "--llamacpp-types", help="also record llama.cpp's n-gram types on the same prompts, e.g. ngram-simple,ngram-mod"
     ),
+    specdecode: list[Path] = typer.Option(
+        None, "--specdecode",
+        help="convert SpecDecode-Bench's profiled data instead (a checkout of SpecDecode-Bench/simulator, its "
+        "data/llama3.1-8B folder or a combined_<dataset>.jsonl file; repeatable): real EAGLE-3 acceptance as the "
+        "neural_head column, its n-gram drafter's as the lookup column; no model is run",
+    ),
 ) -> None:
     """Make traces with llama-server from prompt sets.
 
@@ -46,7 +52,8 @@ def trace_command(
     target, --neural-head with --target-hf, into the neural_head column beside it) and
     llama.cpp's own n-gram drafters' counters (--llamacpp-types).
     Both may be given. --refill-neural IN.jsonl --out OUT.jsonl recomputes only the column(s)
-    asked for in an existing trace and keeps the rest.
+    asked for in an existing trace and keeps the rest. --specdecode DIR converts a copy of
+    SpecDecode-Bench's profiled Llama-3.1-8B data (see docs/benchmarks.md).
     """
     from specplug.lab.bench._llamacpp import LLAMACPP_TYPES, measure_llamacpp
     from specplug.lab.bench._tracegen import PROMPT_SETS, generate_records, load_prompt_sets
@@ -56,6 +63,14 @@ def trace_command(
     if out.suffix != ".jsonl":
         raise InvalidOptionError(f"--out {out} must end in .jsonl")
     check_output("--out", out)  # before the model runs
+    if specdecode:
+        if prompt_sets or refill_neural is not None or neural_model or neural_head is not None or llamacpp_types:
+            raise InvalidOptionError(
+                "--specdecode converts recorded data: it takes no prompt sets, --refill-neural, --neural-model, "
+                "--neural-head or --llamacpp-types"
+            )
+        _convert_specdecode(specdecode, out)
+        return
     types = comma_names("--llamacpp-types", llamacpp_types, valid=LLAMACPP_TYPES, allow_empty=True)
     if refill_neural is not None:
         if prompt_sets or types:
@@ -132,3 +147,16 @@ def _refill(source, out, neural_model, neural_head, target_hf, k, threads) -> No
             console.print(
                 f"wrote {out}: {len(records)} requests, {column} mean accepted {mean:.2f} of {k} over {len(accepted)} positions"
             )
+
+
+def _convert_specdecode(sources: list[Path], out: Path) -> None:
+    from specplug.lab.specdecode import read_specdecode
+    from specplug.lab.trace import write_traces
+
+    records = read_specdecode(sources)
+    write_traces(out, records)
+    workloads = sorted({record.workload for record in records})
+    tokens = sum(len(record.output_ids) for record in records)
+    Console(stderr=True).print(
+        f"wrote {out}: {len(records)} requests ({', '.join(workloads)}), {tokens} output tokens"
+    )

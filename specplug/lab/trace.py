@@ -6,12 +6,14 @@ A trace file is JSON Lines, one request a line (UTF-8, ``\\n`` line ends)::
      "prompt_ids": [1, 2, ...], "output_ids": [5, 6, ...],
      "neural": {"k": 6, "accepted": [3, 0, 6, ...], "drafter": "..."},
      "neural_head": {"k": 6, "accepted": [1, 0, 0, ...], "drafter": "..."},
+     "lookup": {"k": 20, "accepted": [0, 0, 7, ...], "drafter": "..."},
      "engine_runs": {"llama.cpp/ngram-mod": {"draft_n": 40, "draft_n_accepted": 31, "predicted_n": 128}},
      "meta": {"model": "...", "engine": "llama-server", ...}}
 
-- ``v``: format version: 2 for a record with a ``neural_head`` column, else 1 (version 1 has
-  no such column). Both are read; writers write the lowest version that holds the record, so a
-  file without a head column is written as version 1, byte for byte as before.
+- ``v``: format version: 3 for a record with a ``lookup`` column, 2 for one with a
+  ``neural_head`` column (and no ``lookup``), else 1. All three are read; writers write the
+  lowest version that holds the record, so a file without the newer columns is written byte
+  for byte as before.
 - ``id``: unique in the file; ``workload``: the group the benchmark reports it under.
 - ``prompt_ids``: the prompt as the engine tokenized it (non-empty); ``output_ids``: the
   greedy (temperature 0) output ids that followed it (non-empty).
@@ -22,6 +24,10 @@ A trace file is JSON Lines, one request a line (UTF-8, ``\\n`` line ends)::
 - ``neural_head`` (optional, version 2): the same measurement for an EAGLE head over the target
   (``specplug trace --neural-head``), kept beside ``neural`` so a replay can take either
   (``specplug bench --neural draft-model|head``).
+- ``lookup`` (optional, version 3): the same measurement for a lookup drafter (an n-gram
+  drafter) on the same tokens, where the traces come from a source that recorded one
+  (``specplug trace --specdecode``). ``0`` there means it drafted nothing right: a source that
+  records only acceptance cannot tell a miss from no match.
 - ``engine_runs`` (optional): per engine method, counters an engine reported when it decoded
   the same prompt with that method (llama-server's ``timings``): ``draft_n`` (tokens drafted),
   ``draft_n_accepted`` (of those, accepted; at most ``draft_n`` and below ``predicted_n``),
@@ -71,11 +77,12 @@ __all__ = [
 ]
 
 #: the newest format version; :data:`VERSIONS` are all read
-FORMAT_VERSION = 2
-VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+VERSIONS = (1, 2, 3)
 #: the lowest version that has each optional column
-_COLUMN_VERSIONS = {"neural_head": 2}
-_NEURAL_COLUMNS = ("neural", "neural_head")
+_COLUMN_VERSIONS = {"neural_head": 2, "lookup": 3}
+#: the per-position acceptance columns (each one entry per output position)
+_NEURAL_COLUMNS = ("neural", "neural_head", "lookup")
 
 
 class TraceError(SpecplugError, ValueError):
@@ -153,6 +160,7 @@ class TraceRecord(BaseModel):
     output_ids: tuple[int, ...]
     neural: NeuralTrace | None = None
     neural_head: NeuralTrace | None = None
+    lookup: NeuralTrace | None = None
     engine_runs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     meta: dict[str, Any] = Field(default_factory=dict)
 
@@ -160,16 +168,17 @@ class TraceRecord(BaseModel):
     @classmethod
     def _version(cls, value: int) -> int:
         if value not in VERSIONS:
-            readable = " and ".join(str(version) for version in VERSIONS)
+            readable = ", ".join(str(version) for version in VERSIONS[:-1]) + f" and {VERSIONS[-1]}"
             raise ValueError(f"format version {value} is not supported; this specplug reads versions {readable}")
         return value
 
-    @field_validator("neural_head")
+    @field_validator("neural_head", "lookup")
     @classmethod
-    def _head_needs_version_2(cls, value: NeuralTrace | None, info: ValidationInfo) -> NeuralTrace | None:
+    def _column_needs_its_version(cls, value: NeuralTrace | None, info: ValidationInfo) -> NeuralTrace | None:
         version = info.data.get("v")  # absent when v itself was rejected
-        if value is not None and version is not None and version < _COLUMN_VERSIONS["neural_head"]:
-            raise ValueError(f"needs format version 2 (\"v\": 2); version {version} has no head column")
+        needed = _COLUMN_VERSIONS[str(info.field_name)]
+        if value is not None and version is not None and version < needed:
+            raise ValueError(f"needs format version {needed} (\"v\": {needed}); version {version} has no {info.field_name} column")
         return value
 
     @field_validator("prompt_ids", "output_ids", mode="before")
@@ -215,7 +224,8 @@ class TraceRecord(BaseModel):
 
 
 def format_version(record: TraceRecord) -> int:
-    """The lowest format version that holds ``record``: 2 with a ``neural_head`` column, else 1."""
+    """The lowest format version that holds ``record``: 3 with a ``lookup`` column, 2 with a
+    ``neural_head`` column, else 1."""
     return max([1] + [version for name, version in _COLUMN_VERSIONS.items() if getattr(record, name) is not None])
 
 

@@ -14,7 +14,9 @@
   - a proposer that takes the batch size is told the benchmark's (``set_batch_size``).
 
   Every drafter inside is metered, so each step is charged for the drafters that ran;
-- ``peer:NAME[:key=value,...]``: a peer's real code through ``specplug.lab.peers``.
+- ``peer:NAME[:key=value,...]``: a peer's real code through ``specplug.lab.peers``;
+- ``rule:NAME[:knob=value,...]``: an engine's own rule over the trace's neural drafter and the
+  engine's lookup (:mod:`specplug.lab.rules`), its parts metered as a composite's.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ __all__ = ["NEURAL", "BenchMethod", "Built", "build", "parse_method"]
 #: the benchmark's name for the trace's neural drafter (a method, and a part of composites)
 NEURAL = "neural"
 _PEER = "peer:"
+_RULE = "rule:"
 _MISSING = object()
 
 
@@ -47,6 +50,7 @@ class BenchMethod:
     name: str
     options: dict[str, Any] = field(default_factory=dict)
     peer: bool = False
+    rule: bool = False
 
 
 @dataclass
@@ -77,7 +81,8 @@ def parse_method(text: str) -> BenchMethod:
     """
     label = text.strip()
     peer = label.startswith(_PEER)
-    body = label[len(_PEER) :] if peer else label
+    rule = label.startswith(_RULE)
+    body = label[len(_PEER) :] if peer else label[len(_RULE) :] if rule else label
     name, _, rest = body.partition(":")
     options: dict[str, Any] = {}
     for item in filter(None, (part.strip() for part in rest.split(","))):
@@ -87,6 +92,11 @@ def parse_method(text: str) -> BenchMethod:
         options[key.strip()] = _value(value.strip())
     if peer:
         _check_peer(name, options)
+    elif rule:
+        from specplug.lab.rules import rule_options
+
+        rule_options(name, options)
+        return BenchMethod(label, name, options, rule=True)
     elif name == NEURAL:
         if options:
             raise InvalidOptionError(f"method spec {text!r}: {NEURAL} (the trace's neural drafter) takes no options")
@@ -198,6 +208,14 @@ def build(method: BenchMethod, records: list[TraceRecord], cost: CostModel, batc
         return Metered(create(name))
 
     options = dict(method.options)
+    if method.rule:
+        from specplug.lab.rules import build_rule, rule_options
+
+        head = neural()
+        rule, leaves = build_rule(
+            method.name, rule_options(method.name, options), head, cost, batch, lambda part, kind: Metered(part, kind)
+        )
+        return Built(rule, leaves, _simulated(leaves), rule.takes_batch_size)  # type: ignore[arg-type]
     if method.peer:
         part = Metered(_peer(method.name, options), "lookup")
         return Built(part, [part])

@@ -13,6 +13,7 @@ from specplug.lab.bench._metered import Metered
 from specplug.lab.bench._methods import BenchMethod, build
 from specplug.lab.bench._replay import StepLog, acceptance_table, modeled_times, oracle_replay, replay
 from specplug.lab.bench._result import BenchResult, Row
+from specplug.lab.bench._rules import tuned_label, tuned_rows
 from specplug.lab.trace import TraceRecord
 
 __all__ = ["BATCH_SIZES", "BEST_FIXED", "run_benchmark", "workloads_of"]
@@ -71,6 +72,7 @@ def run_benchmark(
     neural_alpha: float = 0.6,
     neural: str = "draft-model",
     progress: Progress | None = None,
+    tuned_rules: dict[str, dict[int, dict]] | None = None,
 ) -> BenchResult:
     """Replay every method over every workload; a method that raises fails only its row.
 
@@ -79,7 +81,9 @@ def run_benchmark(
     the best fixed (drafter, draft length) per batch size, chosen afterwards with hindsight.
     ``neural``: which trace column the records' ``neural`` was taken from, ``draft-model`` or
     ``head``; :func:`~specplug.lab.bench._neural.with_neural_column` makes the records, and the
-    result keeps the name so its tables say which drafter they replayed.
+    result keeps the name so its tables say which drafter they replayed. ``tuned_rules``: engine
+    rules with a knob setting per batch size (:func:`~specplug.lab.bench._rules.tune_rules`),
+    each replayed as a row of its own.
     """
     groups = workloads_of(records)
     rows: list[Row] = []
@@ -87,10 +91,13 @@ def run_benchmark(
     for workload, group in groups.items():
         done = [_run_one(workload, group, method, cost, k, batch_sizes, neural_alpha, tick) for method in methods]
         rows += done
+        if tuned_rules:
+            rows += tuned_rows(workload, group, tuned_rules, cost, k, batch_sizes, neural_alpha=neural_alpha, progress=tick)
         if engine_runs:
             rows += engine_rows(workload, group, cost, batch_sizes)
         # the oracle and the best fixed choice take the drafters that ran cleanly on this workload
-        clean = [method for method, row in zip(methods, done) if row.status == "ok"]
+        # (an engine rule's own lookups stay out: the bars are over the drafters specplug composes)
+        clean = [method for method, row in zip(methods, done) if row.status == "ok" and not method.rule]
         if best_fixed:
             rows.append(_run_best_fixed(workload, group, clean, cost, k, batch_sizes, neural_alpha, tick))
         if oracle:
@@ -102,7 +109,7 @@ def run_benchmark(
                         row.oracle_share = {
                             b: row.speedup[b] / best.speedup[b] for b in batch_sizes if best.speedup.get(b)
                         }
-    names = [method.label for method in methods]
+    names = [method.label for method in methods] + [tuned_label(name) for name in tuned_rules or {}]
     names += sorted({row.method for row in rows if row.source == "llama-server"})
     return BenchResult(
         cost_model=getattr(cost, "name", type(cost).__name__),
