@@ -13,7 +13,6 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from specplug import InvalidOptionError
 from specplug.engine import EngineDrafting, request_control
 
 __all__ = ["check_request", "install_request_check", "request_limits"]
@@ -51,16 +50,6 @@ def request_limits(drafting: EngineDrafting, reqs: Sequence[Any], limit: int) ->
     limits = [limit] * len(reqs)
     for row, req in enumerate(reqs):
         params = getattr(getattr(req, "sampling_params", None), "custom_params", None)
-        if not params:
-            continue
-        try:
-            control = request_control(params)
-        except InvalidOptionError as error:  # checked at admission; a request that got past it drafts as usual
-            drafting.guard.record_fault("a request's speculation control", error, "it drafts as the server is set")
-            continue
-        if control.default:
-            continue
-        limits[row] = control.limit(limit)
-        # rows a request's control shortened, counted per step
-        drafting.counters["request_control.off" if control.off else "request_control.capped"] += 1
+        if params:
+            limits[row] = drafting.control_of(params).limit(limit)
     return limits

@@ -41,18 +41,12 @@ def request_controls(
         extra = getattr(getattr(requests.get(request_id), "sampling_params", None), "extra_args", None)
         if not extra:
             continue
-        try:
-            control = request_control(extra)
-        except InvalidOptionError as error:  # checked at admission; a request that got past it drafts as usual
-            drafting.guard.record_fault("a request's speculation control", error, "it drafts as the server is set")
-            continue
+        control = drafting.control_of(extra)
         if control.default:
             continue
         if controls is None:
             controls = [RequestControl()] * len(request_ids)
         controls[row] = control
-        # rows a request's control shortened, counted per step
-        drafting.counters["request_control.off" if control.off else "request_control.capped"] += 1
     return controls
 
 

@@ -6,11 +6,14 @@ import logging
 import os
 from collections.abc import Callable, Container, Mapping, Sequence
 
+from typing import Any
+
 import numpy as np
 
-from specplug import BatchStep, Draft, GuardedProposer, Proposer, RequestId
+from specplug import BatchStep, Draft, GuardedProposer, InvalidOptionError, Proposer, RequestId
 from specplug.engine._keyed_history import KeyedHistorySync
 from specplug.engine._batch_step import step_of_pieces
+from specplug.engine._request_control import RequestControl, request_control
 from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter
 from specplug.engine._sync import BatchSync, HistoryStep, SingleRequestSync
 
@@ -322,6 +325,22 @@ class EngineDrafting:
             except Exception as error:  # noqa: BLE001 - isolated like the guard's own calls, then not asked again
                 self.passes_batch_size = False
                 self.guard.record_fault(f"set_batch_size({size})", error, "batch size no longer passed on")
+
+    def control_of(self, params: Mapping[str, Any] | None) -> RequestControl:
+        """A row's speculation control this step, from its request's free-form parameters.
+
+        A bad control (checked at admission; one that got past it) costs a fault and the row drafts
+        as the server is set; a row a control shortens is counted (``request_control.off`` /
+        ``request_control.capped``).
+        """
+        try:
+            control = request_control(params)
+        except InvalidOptionError as error:
+            self.guard.record_fault("a request's speculation control", error, "it drafts as the server is set")
+            return RequestControl()
+        if not control.default:
+            self.counters["request_control.off" if control.off else "request_control.capped"] += 1
+        return control
 
     def close(self) -> None:
         """Stop every tracked request and report the final counters."""

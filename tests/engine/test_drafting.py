@@ -149,3 +149,14 @@ def test_stats_reporter_writes_atomically_and_checks_its_interval(tmp_path):
         assert "interval = -1" in str(error)
     else:
         raise AssertionError("a negative interval must be refused")
+
+
+def test_a_rows_control_is_counted_and_a_bad_one_costs_a_fault_not_the_step():
+    drafting = EngineDrafting(specplug.create("ngram", min_n=1, max_n=2))
+    assert drafting.control_of(None).limit(4) == 4 and drafting.control_of({"other": 1}).limit(4) == 4
+    assert drafting.control_of({"specplug_draft": "off"}).limit(4) == 0
+    assert drafting.control_of({"specplug_max_draft_tokens": 2}).limit(4) == 2
+    assert drafting.counters["request_control.off"] == 1 and drafting.counters["request_control.capped"] == 1
+    assert drafting.counters["faults"] == 0
+    assert drafting.control_of({"specplug_draft": "maybe"}).limit(4) == 4  # as the server is set
+    assert drafting.counters["faults"] == 1
