@@ -101,3 +101,19 @@ def test_each_kind_of_phrase_is_caught(line):
 )
 def test_legitimate_uses_pass(line):
     assert not hits("x.md", line)
+
+
+def test_no_tracked_symlink_leaves_the_clone():
+    """A link into one machine's folders (a venv, a model cache) breaks every other clone: the setup
+    scripts then find a dangling path where they create the venv."""
+    listed = subprocess.run(["git", "ls-files", "-s", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    links = [entry.split("\t", 1)[1] for entry in filter(None, listed.decode().split("\0")) if entry.startswith("120000 ")]
+    escaping = [name for name in links if not (ROOT / name).resolve().is_relative_to(ROOT.resolve())]
+    assert not escaping, f"tracked symlinks that point outside the repository: {escaping}"
+
+
+def test_no_tracked_environment_or_cache():
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    top = {name.split("/", 1)[0] for name in filter(None, listed.decode().split("\0"))}
+    local = sorted(name for name in top if name.startswith((".venv", ".models", ".cache", "out")))
+    assert not local, f"tracked machine-local paths (they belong in .gitignore): {local}"
