@@ -35,8 +35,10 @@ KIND_PLAIN, KIND_LOOKUP, KIND_NEURAL, KIND_LOOKUP_NEURAL = range(4)
 #: ``lookups + index`` of a neural part
 NOT_DRAFTED, EMPTY = -2, -1
 
-# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight, call_bound
-# flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup, weigh_by_pass (costs learnt online)
+# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight, call_bound,
+#   calibration_weight
+# flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup, weigh_by_pass (costs learnt online),
+#   then per lookup its calibration track (-1 or absent: none; see _calibrated)
 
 
 @njit(cache=True, inline="always")
@@ -108,6 +110,23 @@ def _estimate_towards(
     for j in range(drafted.shape[2]):
         pooled = (accepted[track, 0, j] + weight * prior[j]) / (drafted[track, 0, j] + weight)
         out[j] = (own_accepted[slot, track, 0, j] + weight * pooled) / (own_drafted[slot, track, 0, j] + weight)
+
+
+@njit(cache=True, inline="always")
+def _calibrated(
+    drafted: np.ndarray, accepted: np.ndarray, track: int, band: int, prior: np.ndarray, weight: float, out: np.ndarray,
+    count: int,
+) -> None:  # pragma: no cover - compiled
+    # The acceptance of a lookup's drafts where the choice would take one alone, per position
+    # (the calibration ``track`` and ``band``): the counts of all requests shrunk towards the
+    # lookup's estimate for this request, ``prior``, worth ``weight`` observations. A lookup's
+    # estimate is an average over all of its drafts; the ones a choice takes alone are those it
+    # rates above the neural part's, and they realise less where the rating was luck (a request's
+    # few lucky matches, a neural estimate that happens to be low): these counts are of exactly
+    # those drafts, taken or not, so they say what taking one brings. (A request's own counts of
+    # them are the same luck again: not used.)
+    for j in range(count):
+        out[j] = (accepted[track, band, j] + weight * prior[j]) / (drafted[track, band, j] + weight)
 
 
 @njit(cache=True, inline="always")
@@ -248,6 +267,7 @@ def choose_rows(
     prior, weight, explore, decay = params[0], params[1], params[2], params[3]
     min_gain, margin = params[4], params[5]
     lookup_weight, call_bound = params[6], params[7]
+    calibration_weight = params[8] if len(params) > 8 else 0.0
     by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
     weigh_by_pass = flags[4] == 1
     positions = own_drafted.shape[3]
@@ -255,6 +275,7 @@ def choose_rows(
     p_lookup = np.empty(positions)
     p_neural = np.empty(positions)
     p_confirmed = np.empty(positions)
+    p_calibrated = np.empty(positions)
     towards = np.empty(positions)
     row_times = np.empty((KIND_LOOKUP_NEURAL + 1, positions + 1))  # a row's step times, priced here [kind, length]
     batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token = pricing
@@ -334,7 +355,7 @@ def choose_rows(
             rate, k, value = _best_cut(p_lookup, n, step_times, ran)
             if rate > best_rate:
                 best_rate, choice[row], cut[row], expected[row] = rate, li, k, value
-        neural = -1
+        neural, neural_rate = -1, 0.0
         for ni in range(n_neurals):
             track = neural_tracks[ni]
             longest = min(limit, neural_longest[ni]) if neural_longest[ni] > 0 else limit
@@ -349,9 +370,24 @@ def choose_rows(
                                     call_bound, longest, steps[0])
                 if (1.0 + bound) / step_times[with_neural, 1] <= (1.0 + min_gain) / step_times[ran, 0]:
                     rate = 0.0
+            if neural < 0 or rate > neural_rate:
+                neural, neural_rate = ni, rate
+        taken = choice[row]
+        if taken >= 0 and 5 + taken < len(flags) and flags[5 + taken] >= 0 and (neural < 0 or neural_rate <= best_rate):
+            # the choice takes this lookup alone: its draft is queued on the calibration track (taken
+            # or not, so the counts keep measuring what taking it would bring), and the choice is made
+            # again with the calibrated estimate
+            calibration, band, n = flags[5 + taken], lookup_bands[taken, row], lookup_lengths[taken, row]
+            add_pending_of(meta, waiting, count, slot, calibration, band, lookup_tokens, taken, row, cut[row], at, True)
+            _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot,
+                                       lookup_tracks[taken], band, prior, weight, lookup_weight, p_lookup, n)
+            _calibrated(pooled_drafted, pooled_accepted, calibration, band, p_lookup, calibration_weight, p_calibrated, n)
+            rate, k, value = _best_cut(p_calibrated, n, step_times, ran)
+            best_rate = (1.0 + min_gain) / step_times[ran, 0]
+            choice[row], cut[row], expected[row] = EMPTY, 0, 0.0
             if rate > best_rate:
-                best_rate, neural = rate, ni
-        if neural < 0:
+                best_rate, choice[row], cut[row], expected[row] = rate, taken, k, value
+        if neural < 0 or neural_rate <= best_rate:
             continue
         fallback[row, 0], fallback[row, 1], fallback[row, 2] = choice[row], cut[row], expected[row]
         track = neural_tracks[neural]

@@ -54,6 +54,9 @@ class Choosing:
     lookup winning when it expects at least the neural part's expectation - ``margin``).
     ``confirmed``: the track of neural drafts that a lookup's longer draft continues (None:
     never continue, with a cost model; without one ``continue_with_lookup`` says).
+    ``calibrated``: by cost, per lookup (in ``lookups`` order) the track of its drafts that the
+    choice would take alone, whose counts then price taking it alone, shrunk towards the lookup's
+    own estimate with ``calibration_weight`` observations (empty: the lookup's estimate as it is).
     """
 
     lookups: tuple[int, ...]
@@ -63,6 +66,8 @@ class Choosing:
     min_gain: float = 0.0
     margin: float = 0.0
     continue_with_lookup: bool = True
+    calibrated: tuple[int, ...] = ()
+    calibration_weight: float = 0.0
 
 
 def _part_step(part: Proposer, step: BatchStep) -> BatchDrafts:
@@ -139,6 +144,7 @@ class CompositeProposer(Proposer):
         # call_bound > 0: a neural part is declined where a bound on its calls' tokens cannot pay for its pass (_choice)
         self._params = np.array([
             prior, prior_weight, explore, self._decay, choosing.min_gain, choosing.margin, lookup_weight, call_bound,
+            choosing.calibration_weight,
         ])  # fmt: skip
         self._flags = np.array([
             choosing.cost is not None, -1 if choosing.confirmed is None else choosing.confirmed, probe,
@@ -146,6 +152,8 @@ class CompositeProposer(Proposer):
             # exploration of a neural part weighed by its pass's share of a step (_choice._kept_share):
             # only with costs learnt online on this hardware (OnlineCostModel; docs/vllm.md says why not with a preset)
             getattr(choosing.cost, "learnt_online", False) is True,
+            # the lookups' calibration tracks (_choice._calibrated), in lookups order
+            *(choosing.calibrated or (-1,) * len(choosing.lookups)),
         ], dtype=np.int64)  # fmt: skip
         # per request, by slot: statistics [slot, track, band, position], length, waiting drafts
         self._slot: dict[RequestId, int] = {}
@@ -484,8 +492,9 @@ class CompositeProposer(Proposer):
     ) -> tuple[np.ndarray, ...]:
         rows = len(slots)
         waiting = self._waiting
-        if rows:  # room for what this step may add per row: each lookup's draft, a neural one, a confirmed one
-            waiting.make_room(int(waiting.count[slots].max()) + len(self.choosing.lookups) + 2)
+        if rows:  # room for what this step may add per row: each lookup's draft, a neural one, a confirmed one,
+            # a calibrated one
+            waiting.make_room(int(waiting.count[slots].max()) + len(self.choosing.lookups) + 3)
         longest = np.array([self._neural_longest(index) for index in self.choosing.neurals], dtype=np.int64)
         if limits.any():
             times = self._step_times(self._lengths[slots] + (offsets[1:] - offsets[:-1]) * extended)

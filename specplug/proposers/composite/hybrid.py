@@ -47,7 +47,7 @@ from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
 from specplug._cost._steps import checked_step_times
 from specplug.proposers.composite._composite import Choosing, CompositeProposer
-from specplug.proposers._options import CallBound, LookupPriorWeight, MethodOptions, NeuralProbe
+from specplug.proposers._options import CalibrationWeight, CallBound, LookupPriorWeight, MethodOptions, NeuralProbe
 from specplug.proposers.composite._parts import probes, resolved
 
 __all__ = ["HybridOptions", "HybridProposer"]
@@ -69,6 +69,7 @@ class HybridOptions(MethodOptions):
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a part (0: never)"
     )
     margin: float = Field(0.0, ge=-1024, le=1024, allow_inf_nan=False, description="without a cost model: the lookup wins when its expectation >= the neural one - margin")
+    calibration_weight: CalibrationWeight = 16.0
     max_positions: int = Field(32, ge=1, le=1024, description="draft positions tracked")
     continue_with_lookup: bool = Field(True, description="extend a neural draft with the lookup's continuation where they agree")
     cost: CostModel | str | None = Field(
@@ -91,8 +92,9 @@ class HybridOptions(MethodOptions):
 
 
 #: the hybrid's statistics tracks: the lookup's drafts (per score band), the neural drafter's,
-#: and lookup drafts whose start the neural drafter drafted too ("confirmed")
-LOOKUP, NEURAL, CONFIRMED = 0, 1, 2
+#: lookup drafts whose start the neural drafter drafted too ("confirmed"), and, by cost, the
+#: lookup's drafts that the choice would take alone (per score band: "calibrated")
+LOOKUP, NEURAL, CONFIRMED, CALIBRATED = 0, 1, 2, 3
 
 
 class HybridProposer(CompositeProposer):
@@ -127,15 +129,17 @@ class HybridProposer(CompositeProposer):
         self.lookup: Proposer = resolved(options.lookup, "lookup")
         cost = resolved(options.cost, "cost")
         self.cost: CostModel | None = None if cost is None else checked_step_times(cost)
+        calibrated = self.cost is not None and options.calibration_weight > 0
         choosing = Choosing(
             lookups=(LOOKUP,), neurals=(NEURAL,), cost=self.cost,
             confirmed=CONFIRMED if options.continue_with_lookup else None,
             margin=options.margin, continue_with_lookup=options.continue_with_lookup,
+            calibrated=(CALIBRATED,) if calibrated else (), calibration_weight=options.calibration_weight,
         )  # fmt: skip
         super().__init__(
             [self.lookup, self.neural],
             choosing=choosing,
-            tracks=3,
+            tracks=4 if calibrated else 3,
             positions=options.max_positions,
             prior=options.prior,
             prior_weight=options.prior_weight,
