@@ -36,9 +36,9 @@ KIND_PLAIN, KIND_LOOKUP, KIND_NEURAL, KIND_LOOKUP_NEURAL = range(4)
 NOT_DRAFTED, EMPTY = -2, -1
 
 # params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight, call_bound,
-#   calibration_weight
+#   calibration_weight, neural_weight (a neural part's pooled estimate against a request's counts)
 # flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup, weigh_by_pass (costs learnt online),
-#   then per lookup its calibration track (-1 or absent: none; see _calibrated)
+#   then per lookup its calibration track (-1 or absent: none; see _calibration_ratio)
 
 
 @njit(cache=True, inline="always")
@@ -113,32 +113,36 @@ def _estimate_towards(
 
 
 @njit(cache=True, inline="always")
-def _calibrated(
-    drafted: np.ndarray, accepted: np.ndarray, track: int, band: int, prior: np.ndarray, weight: float, out: np.ndarray,
-    count: int,
-) -> None:  # pragma: no cover - compiled
-    # The acceptance of a lookup's drafts where the choice would take one alone, per position
-    # (the calibration ``track`` and ``band``): the counts of all requests shrunk towards the
-    # lookup's estimate for this request, ``prior``, worth ``weight`` observations. A lookup's
-    # estimate is an average over all of its drafts; the ones a choice takes alone are those it
-    # rates above the neural part's, and they realise less where the rating was luck (a request's
-    # few lucky matches, a neural estimate that happens to be low): these counts are of exactly
-    # those drafts, taken or not, so they say what taking one brings. (A request's own counts of
-    # them are the same luck again: not used.)
-    for j in range(count):
-        out[j] = (accepted[track, band, j] + weight * prior[j]) / (drafted[track, band, j] + weight)
+def _calibration_ratio(
+    drafted: np.ndarray, accepted: np.ndarray, track: int, band: int, weight: float,
+) -> float:  # pragma: no cover - compiled
+    # What the lookup drafts the choice would take alone realised over what their estimates
+    # expected (calibration ``track`` and ``band``: its accepted counts; ``track + 1``: the
+    # expected ones, the sum of each draft's survival probabilities), each side with ``weight``
+    # tokens more (a ratio of 1 before there is any). A lookup's estimate is an average over all
+    # of its drafts; the ones a choice takes alone are those it rates above the neural part's,
+    # and they realise less where the rating was luck (a request's few lucky matches, a neural
+    # estimate that happens to be low). Counted on exactly those drafts, taken or not, the ratio
+    # says what taking one brings; it scales the request's own estimate, so that what tells one
+    # request's text from another's is kept.
+    realised = expected = 0.0
+    for j in range(drafted.shape[2]):
+        realised += accepted[track, band, j]
+        expected += drafted[track + 1, band, j]
+    return (realised + weight) / (expected + weight)
 
 
 @njit(cache=True, inline="always")
 def _hopeful(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray, slot: int,
-    track: int, prior: float, weight: float, explore: float, steps: int, out: np.ndarray,
+    track: int, prior: float, weight: float, own_weight: float, explore: float, steps: int, out: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    # a neural part's estimate (request ``slot``'s ``track``, band 0) plus its exploration bonus, at
-    # most 1 (it is observed only when called)
+    # a neural part's estimate (request ``slot``'s ``track``, band 0; the pooled estimate worth
+    # ``own_weight`` observations against the request's) plus its exploration bonus, at most 1 (it
+    # is observed only when called)
     positions = drafted.shape[2]
-    _chained_estimate_weighted(own_drafted, own_accepted, drafted, accepted, slot, track, 0, prior, weight, weight, out,
-                               positions)
+    _chained_estimate_weighted(own_drafted, own_accepted, drafted, accepted, slot, track, 0, prior, weight, own_weight,
+                               out, positions)
     grown = math.log1p(float(steps))
     for j in range(positions):
         out[j] = min(out[j] + explore * math.sqrt(grown / (drafted[track, 0, j] + weight)), 1.0)
@@ -268,6 +272,7 @@ def choose_rows(
     min_gain, margin = params[4], params[5]
     lookup_weight, call_bound = params[6], params[7]
     calibration_weight = params[8] if len(params) > 8 else 0.0
+    neural_weight = params[9] if len(params) > 9 else weight  # a neural part's pooled estimate against a request's
     by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
     weigh_by_pass = flags[4] == 1
     positions = own_drafted.shape[3]
@@ -317,8 +322,8 @@ def choose_rows(
             _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, band,
                                        prior, weight, weight, p_lookup, n)
             track = neural_tracks[0]
-            _hopeful(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, prior, weight, explore,
-                     steps[0], p_neural)
+            _hopeful(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, prior, weight, neural_weight,
+                     explore, steps[0], p_neural)
             longest = min(limit, neural_longest[0]) if neural_longest[0] > 0 else limit
             lookup_expected = _expected(p_lookup, n)
             neural_expected = _expected(p_neural, longest)
@@ -361,7 +366,7 @@ def choose_rows(
             longest = min(limit, neural_longest[ni]) if neural_longest[ni] > 0 else limit
             kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
             _hopeful(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, prior, weight * kept,
-                     explore * kept, steps[0], p_neural)
+                     neural_weight * kept, explore * kept, steps[0], p_neural)
             rate = _best_cut(p_neural, longest, step_times, with_neural)[0]
             if call_bound > 0.0:
                 # not called where its calls' tokens, at an upper bound and in the shortest step, could
@@ -381,7 +386,14 @@ def choose_rows(
             add_pending_of(meta, waiting, count, slot, calibration, band, lookup_tokens, taken, row, cut[row], at, True)
             _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot,
                                        lookup_tracks[taken], band, prior, weight, lookup_weight, p_lookup, n)
-            _calibrated(pooled_drafted, pooled_accepted, calibration, band, p_lookup, calibration_weight, p_calibrated, n)
+            survival = 1.0
+            for j in range(cut[row]):  # what this draft is expected to bring, position by position
+                survival *= p_lookup[j]
+                pooled_drafted[calibration + 1, band, j] += survival
+            ratio = _calibration_ratio(pooled_drafted, pooled_accepted, calibration, band, calibration_weight)
+            for j in range(n):
+                p_calibrated[j] = p_lookup[j]
+            p_calibrated[0] = min(p_lookup[0] * ratio, 1.0)  # every cut's expected tokens scale with it
             rate, k, value = _best_cut(p_calibrated, n, step_times, ran)
             best_rate = (1.0 + min_gain) / step_times[ran, 0]
             choice[row], cut[row], expected[row] = EMPTY, 0, 0.0
@@ -394,11 +406,11 @@ def choose_rows(
         longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
         kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
         _hopeful(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, prior, weight * kept,
-                 explore * kept, steps[0], p_neural)
+                 neural_weight * kept, explore * kept, steps[0], p_neural)
         _, hopeful_k, hopeful_value = _best_cut(p_neural, longest, step_times, with_neural)
         hopeful[row, 0], hopeful[row, 1] = hopeful_k, hopeful_value
         _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, 0, prior,
-                                   weight * kept, weight * kept, p_neural, positions)
+                                   weight * kept, neural_weight * kept, p_neural, positions)
         rate, k, value = _best_cut(p_neural, longest, step_times, with_neural)
         # probing, the part drafts all it can and the tokens past the cut are scored too
         choice[row], cut[row], expected[row] = n_lookups + neural, k, value

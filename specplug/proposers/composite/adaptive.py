@@ -37,7 +37,9 @@ from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
 from specplug._cost._steps import checked_step_times
 from specplug.proposers.composite._composite import Choosing, CompositeProposer
-from specplug.proposers._options import CalibrationWeight, CallBound, LookupPriorWeight, MethodOptions, NeuralProbe
+from specplug.proposers._options import (
+    CalibrationWeight, CallBound, LookupPriorWeight, MethodOptions, NeuralProbe, NeuralRequestWeight,
+)
 from specplug.proposers.composite._parts import probes, resolved
 
 __all__ = ["AdaptiveOptions", "AdaptiveProposer"]
@@ -63,6 +65,7 @@ class AdaptiveOptions(MethodOptions):
     lookup_prior_weight: LookupPriorWeight = 1.0
     call_bound: CallBound = 0.0
     calibration_weight: CalibrationWeight = 16.0
+    neural_request_weight: NeuralRequestWeight = None
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
@@ -112,8 +115,8 @@ class AdaptiveProposer(CompositeProposer):
         self.kinds = [candidate.draft_kind for candidate in self.candidates]
         self.cost: CostModel = checked_step_times(resolved(options.cost, "cost"))
         lookups = tuple(index for index, kind in enumerate(self.kinds) if kind == "lookup")
-        # by cost, a calibration track per lookup after the confirmed one (as the hybrid's)
-        calibrated = tuple(self._confirmed + 1 + at for at in range(len(lookups))) if options.calibration_weight > 0 else ()
+        # by cost, two calibration tracks per lookup after the confirmed one (as the hybrid's: realised, expected)
+        calibrated = tuple(self._confirmed + 1 + 2 * at for at in range(len(lookups))) if options.calibration_weight > 0 else ()
         choosing = Choosing(
             lookups=lookups,
             neurals=tuple(index for index, kind in enumerate(self.kinds) if kind != "lookup"),
@@ -123,7 +126,7 @@ class AdaptiveProposer(CompositeProposer):
         super().__init__(
             self.candidates,
             choosing=choosing,
-            tracks=len(self.candidates) + 1 + len(calibrated),
+            tracks=len(self.candidates) + 1 + 2 * len(calibrated),
             positions=options.max_positions,
             prior=options.prior,
             prior_weight=options.prior_weight,
@@ -133,6 +136,7 @@ class AdaptiveProposer(CompositeProposer):
             probe=probes(options.neural_probe, [part for part in self.candidates if part.draft_kind == "neural"]),
             lookup_prior_weight=options.lookup_prior_weight,
             call_bound=options.call_bound,
+            neural_request_weight=options.neural_request_weight,
         )
         if "neural" in self.kinds:
             self.draft_kind = "neural"

@@ -47,7 +47,9 @@ from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
 from specplug._cost._steps import checked_step_times
 from specplug.proposers.composite._composite import Choosing, CompositeProposer
-from specplug.proposers._options import CalibrationWeight, CallBound, LookupPriorWeight, MethodOptions, NeuralProbe
+from specplug.proposers._options import (
+    CalibrationWeight, CallBound, LookupPriorWeight, MethodOptions, NeuralProbe, NeuralRequestWeight,
+)
 from specplug.proposers.composite._parts import probes, resolved
 
 __all__ = ["HybridOptions", "HybridProposer"]
@@ -70,6 +72,7 @@ class HybridOptions(MethodOptions):
     )
     margin: float = Field(0.0, ge=-1024, le=1024, allow_inf_nan=False, description="without a cost model: the lookup wins when its expectation >= the neural one - margin")
     calibration_weight: CalibrationWeight = 16.0
+    neural_request_weight: NeuralRequestWeight = None
     max_positions: int = Field(32, ge=1, le=1024, description="draft positions tracked")
     continue_with_lookup: bool = Field(True, description="extend a neural draft with the lookup's continuation where they agree")
     cost: CostModel | str | None = Field(
@@ -93,7 +96,8 @@ class HybridOptions(MethodOptions):
 
 #: the hybrid's statistics tracks: the lookup's drafts (per score band), the neural drafter's,
 #: lookup drafts whose start the neural drafter drafted too ("confirmed"), and, by cost, the
-#: lookup's drafts that the choice would take alone (per score band: "calibrated")
+#: lookup's drafts that the choice would take alone (per score band: "calibrated"; the track after it
+#: holds what their estimates expected)
 LOOKUP, NEURAL, CONFIRMED, CALIBRATED = 0, 1, 2, 3
 
 
@@ -139,7 +143,7 @@ class HybridProposer(CompositeProposer):
         super().__init__(
             [self.lookup, self.neural],
             choosing=choosing,
-            tracks=4 if calibrated else 3,
+            tracks=5 if calibrated else 3,
             positions=options.max_positions,
             prior=options.prior,
             prior_weight=options.prior_weight,
@@ -149,6 +153,7 @@ class HybridProposer(CompositeProposer):
             probe=probes(options.neural_probe, [self.neural]),
             lookup_prior_weight=options.lookup_prior_weight,
             call_bound=options.call_bound,
+            neural_request_weight=options.neural_request_weight,
         )
 
     def acceptance(self, request_id: RequestId, lookup_band: int, *, optimistic: bool = True) -> tuple[np.ndarray, np.ndarray]:
