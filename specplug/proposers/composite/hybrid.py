@@ -25,6 +25,12 @@ empty one are both goodput decisions: the hybrid never drops a draft that its es
 would pay. Without a cost model it compares expected accepted tokens, as above, and always
 drafts when a part has a draft.
 
+Two of its estimates are learnt from the traffic it serves: how far a request's own neural counts
+are trusted against the pooled ones (``neural_request_weight``, by default from how much the
+finished requests differ), and what a lookup's draft taken alone brings (``calibration_weight``:
+such drafts, taken or not, are scored apart, and what they realised over what was expected scales
+the lookup's estimate for that choice). docs/proposers.md says why.
+
 The cost-aware choice is the composite base's (``_choice.choose_rows``), shared with ``adaptive``;
 the base also runs the step for a whole batch at once (one kernel call for every row's choice).
 
