@@ -119,17 +119,24 @@ def _calibration_ratio(
     # What the lookup drafts the choice would take alone realised over what their estimates
     # expected (calibration ``track`` and ``band``: its accepted counts; ``track + 1``: the
     # expected ones, the sum of each draft's survival probabilities), each side with ``weight``
-    # tokens more (a ratio of 1 before there is any). A lookup's estimate is an average over all
+    # tokens more. A lookup's estimate is an average over all
     # of its drafts; the ones a choice takes alone are those it rates above the neural part's,
     # and they realise less where the rating was luck (a request's few lucky matches, a neural
     # estimate that happens to be low). Counted on exactly those drafts, taken or not, the ratio
     # says what taking one brings; it scales the request's own estimate, so that what tells one
     # request's text from another's is kept.
-    realised = expected = 0.0
-    for j in range(drafted.shape[2]):
-        realised += accepted[track, band, j]
-        expected += drafted[track + 1, band, j]
-    return (realised + weight) / (expected + weight)
+    # The band's ratio is shrunk towards the ratio over all bands (a band sees few such drafts
+    # where the lookup seldom wins), that one towards 1.
+    realised = expected = all_realised = all_expected = 0.0
+    for b in range(drafted.shape[1]):
+        for j in range(drafted.shape[2]):
+            all_realised += accepted[track, b, j]
+            all_expected += drafted[track + 1, b, j]
+            if b == band:
+                realised += accepted[track, b, j]
+                expected += drafted[track + 1, b, j]
+    overall = (all_realised + weight) / (all_expected + weight)
+    return (realised + weight * overall) / (expected + weight)
 
 
 @njit(cache=True, inline="always")
