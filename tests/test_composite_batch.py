@@ -298,7 +298,7 @@ def test_the_one_call_choice_and_drafts_equal_the_choice_then_finish(config, mon
     compared = {"rows": 0, "drafted": 0, "empty": 0, "not_drafted": 0}
 
     def both(self, slots, new_tokens, offsets, limits, tokens, lengths, scores, width):
-        room = int(self._waiting.count[slots].max()) + len(self.choosing.lookups) + 2 if len(slots) else 0
+        room = int(self._waiting.count[slots].max()) + len(self.choosing.lookups) + 3 if len(slots) else 0
         self._waiting.make_room(room)  # the old path makes this room first: grow before the snapshot
         before, widest = _choice_state(self), int(self._widest[0])
         self._widest[0] = self.positions  # the old fading: every position
@@ -433,7 +433,7 @@ def test_the_one_kernel_choice_equals_bands_step_times_and_choose_rows(config, m
 
     def both(self, slots, new_tokens, offsets, limits, tokens, lengths, scores):
         # the old path first, on a copy of the state; then the one kernel from the same state
-        room = int(self._waiting.count[slots].max()) + len(self.choosing.lookups) + 2 if len(slots) else 0
+        room = int(self._waiting.count[slots].max()) + len(self.choosing.lookups) + 3 if len(slots) else 0
         self._waiting.make_room(room)  # both paths make this room first: grow before the snapshot
         before, widest = _choice_state(self), int(self._widest[0])
         self._widest[0] = self.positions  # the old fading: every position

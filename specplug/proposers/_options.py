@@ -40,3 +40,20 @@ CallBound = Annotated[
         description="with a cost model: a neural part is not called where an upper confidence bound on its calls' accepted tokens (this scale x its draft length x sqrt(log steps / calls) above their mean) could not beat plain decoding in the shortest step (0: off)",
     ),
 ]
+
+#: the weight of a lookup's own estimate against the counts of the drafts the choice would take alone
+CalibrationWeight = Annotated[
+    float,
+    Field(
+        ge=0, le=1e6, allow_inf_nan=False,
+        description="with a cost model: a lookup's draft that the choice would take alone (no neural pass) is priced by what such drafts realised, pooled with this many observations of the lookup's own estimate (0: by that estimate alone)",
+    ),
+]
+#: the weight of the pooled neural estimate against a request's own counts
+NeuralRequestWeight = Annotated[
+    float | None,
+    Field(
+        ge=0.1, le=1e6, allow_inf_nan=False,
+        description="observations the pooled estimate of a neural part's acceptance is worth against a request's own counts (None: learnt from how much the finished requests differ, empirical Bayes; prior_weight until 8 have finished)",
+    ),
+]

@@ -35,8 +35,10 @@ KIND_PLAIN, KIND_LOOKUP, KIND_NEURAL, KIND_LOOKUP_NEURAL = range(4)
 #: ``lookups + index`` of a neural part
 NOT_DRAFTED, EMPTY = -2, -1
 
-# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight, call_bound
-# flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup, weigh_by_pass (costs learnt online)
+# params (float64): prior, prior_weight, explore, decay, min_gain, margin, lookup_prior_weight, call_bound,
+#   calibration_weight, neural_weight (a neural part's pooled estimate against a request's counts)
+# flags (int64): by_cost, confirmed track (-1: none), probe, continue_with_lookup, weigh_by_pass (costs learnt online),
+#   then per lookup its calibration track (-1 or absent: none; see _calibration_ratio)
 
 
 @njit(cache=True, inline="always")
@@ -111,15 +113,43 @@ def _estimate_towards(
 
 
 @njit(cache=True, inline="always")
+def _calibration_ratio(
+    drafted: np.ndarray, accepted: np.ndarray, track: int, band: int, weight: float,
+) -> float:  # pragma: no cover - compiled
+    # What the lookup drafts the choice would take alone realised over what their estimates
+    # expected (calibration ``track`` and ``band``: its accepted counts; ``track + 1``: the
+    # expected ones, the sum of each draft's survival probabilities), each side with ``weight``
+    # tokens more. A lookup's estimate is an average over all
+    # of its drafts; the ones a choice takes alone are those it rates above the neural part's,
+    # and they realise less where the rating was luck (a request's few lucky matches, a neural
+    # estimate that happens to be low). Counted on exactly those drafts, taken or not, the ratio
+    # says what taking one brings; it scales the request's own estimate, so that what tells one
+    # request's text from another's is kept.
+    # The band's ratio is shrunk towards the ratio over all bands (a band sees few such drafts
+    # where the lookup seldom wins), that one towards 1.
+    realised = expected = all_realised = all_expected = 0.0
+    for b in range(drafted.shape[1]):
+        for j in range(drafted.shape[2]):
+            all_realised += accepted[track, b, j]
+            all_expected += drafted[track + 1, b, j]
+            if b == band:
+                realised += accepted[track, b, j]
+                expected += drafted[track + 1, b, j]
+    overall = (all_realised + weight) / (all_expected + weight)
+    return (realised + weight * overall) / (expected + weight)
+
+
+@njit(cache=True, inline="always")
 def _hopeful(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray, slot: int,
-    track: int, prior: float, weight: float, explore: float, steps: int, out: np.ndarray,
+    track: int, prior: float, weight: float, own_weight: float, explore: float, steps: int, out: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    # a neural part's estimate (request ``slot``'s ``track``, band 0) plus its exploration bonus, at
-    # most 1 (it is observed only when called)
+    # a neural part's estimate (request ``slot``'s ``track``, band 0; the pooled estimate worth
+    # ``own_weight`` observations against the request's) plus its exploration bonus, at most 1 (it
+    # is observed only when called)
     positions = drafted.shape[2]
-    _chained_estimate_weighted(own_drafted, own_accepted, drafted, accepted, slot, track, 0, prior, weight, weight, out,
-                               positions)
+    _chained_estimate_weighted(own_drafted, own_accepted, drafted, accepted, slot, track, 0, prior, weight, own_weight,
+                               out, positions)
     grown = math.log1p(float(steps))
     for j in range(positions):
         out[j] = min(out[j] + explore * math.sqrt(grown / (drafted[track, 0, j] + weight)), 1.0)
@@ -248,6 +278,8 @@ def choose_rows(
     prior, weight, explore, decay = params[0], params[1], params[2], params[3]
     min_gain, margin = params[4], params[5]
     lookup_weight, call_bound = params[6], params[7]
+    calibration_weight = params[8] if len(params) > 8 else 0.0
+    neural_weight = params[9] if len(params) > 9 else weight  # a neural part's pooled estimate against a request's
     by_cost, confirmed, probe, continue_with_lookup = flags[0] == 1, flags[1], flags[2] == 1, flags[3] == 1
     weigh_by_pass = flags[4] == 1
     positions = own_drafted.shape[3]
@@ -255,6 +287,7 @@ def choose_rows(
     p_lookup = np.empty(positions)
     p_neural = np.empty(positions)
     p_confirmed = np.empty(positions)
+    p_calibrated = np.empty(positions)
     towards = np.empty(positions)
     row_times = np.empty((KIND_LOOKUP_NEURAL + 1, positions + 1))  # a row's step times, priced here [kind, length]
     batch, verify, kind_kv, kind_fixed, kind_terms, fractions, per_token = pricing
@@ -296,8 +329,8 @@ def choose_rows(
             _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, band,
                                        prior, weight, weight, p_lookup, n)
             track = neural_tracks[0]
-            _hopeful(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, prior, weight, explore,
-                     steps[0], p_neural)
+            _hopeful(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, prior, weight, neural_weight,
+                     explore, steps[0], p_neural)
             longest = min(limit, neural_longest[0]) if neural_longest[0] > 0 else limit
             lookup_expected = _expected(p_lookup, n)
             neural_expected = _expected(p_neural, longest)
@@ -334,13 +367,13 @@ def choose_rows(
             rate, k, value = _best_cut(p_lookup, n, step_times, ran)
             if rate > best_rate:
                 best_rate, choice[row], cut[row], expected[row] = rate, li, k, value
-        neural = -1
+        neural, neural_rate = -1, 0.0
         for ni in range(n_neurals):
             track = neural_tracks[ni]
             longest = min(limit, neural_longest[ni]) if neural_longest[ni] > 0 else limit
             kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
             _hopeful(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, prior, weight * kept,
-                     explore * kept, steps[0], p_neural)
+                     neural_weight * kept, explore * kept, steps[0], p_neural)
             rate = _best_cut(p_neural, longest, step_times, with_neural)[0]
             if call_bound > 0.0:
                 # not called where its calls' tokens, at an upper bound and in the shortest step, could
@@ -349,20 +382,42 @@ def choose_rows(
                                     call_bound, longest, steps[0])
                 if (1.0 + bound) / step_times[with_neural, 1] <= (1.0 + min_gain) / step_times[ran, 0]:
                     rate = 0.0
+            if neural < 0 or rate > neural_rate:
+                neural, neural_rate = ni, rate
+        taken = choice[row]
+        if taken >= 0 and 5 + taken < len(flags) and flags[5 + taken] >= 0 and (neural < 0 or neural_rate <= best_rate):
+            # the choice takes this lookup alone: its draft is queued on the calibration track (taken
+            # or not, so the counts keep measuring what taking it would bring), and the choice is made
+            # again with the calibrated estimate
+            calibration, band, n = flags[5 + taken], lookup_bands[taken, row], lookup_lengths[taken, row]
+            add_pending_of(meta, waiting, count, slot, calibration, band, lookup_tokens, taken, row, cut[row], at, True)
+            _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot,
+                                       lookup_tracks[taken], band, prior, weight, lookup_weight, p_lookup, n)
+            survival = 1.0
+            for j in range(cut[row]):  # what this draft is expected to bring, position by position
+                survival *= p_lookup[j]
+                pooled_drafted[calibration + 1, band, j] += survival
+            ratio = _calibration_ratio(pooled_drafted, pooled_accepted, calibration, band, calibration_weight)
+            for j in range(n):
+                p_calibrated[j] = p_lookup[j]
+            p_calibrated[0] = min(p_lookup[0] * ratio, 1.0)  # every cut's expected tokens scale with it
+            rate, k, value = _best_cut(p_calibrated, n, step_times, ran)
+            best_rate = (1.0 + min_gain) / step_times[ran, 0]
+            choice[row], cut[row], expected[row] = EMPTY, 0, 0.0
             if rate > best_rate:
-                best_rate, neural = rate, ni
-        if neural < 0:
+                best_rate, choice[row], cut[row], expected[row] = rate, taken, k, value
+        if neural < 0 or neural_rate <= best_rate:
             continue
         fallback[row, 0], fallback[row, 1], fallback[row, 2] = choice[row], cut[row], expected[row]
         track = neural_tracks[neural]
         longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
         kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
         _hopeful(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, prior, weight * kept,
-                 explore * kept, steps[0], p_neural)
+                 neural_weight * kept, explore * kept, steps[0], p_neural)
         _, hopeful_k, hopeful_value = _best_cut(p_neural, longest, step_times, with_neural)
         hopeful[row, 0], hopeful[row, 1] = hopeful_k, hopeful_value
         _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, 0, prior,
-                                   weight * kept, weight * kept, p_neural, positions)
+                                   weight * kept, neural_weight * kept, p_neural, positions)
         rate, k, value = _best_cut(p_neural, longest, step_times, with_neural)
         # probing, the part drafts all it can and the tokens past the cut are scored too
         choice[row], cut[row], expected[row] = n_lookups + neural, k, value

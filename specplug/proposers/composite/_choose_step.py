@@ -44,7 +44,8 @@ def choose_batch(
     by numpy), ``extended`` rows, the outputs zeroed, then ``choose_rows``, pricing each drafting
     row by the linear cost model (``pricing``: batch size and coefficients) at its context when
     there is a cost model. ``times`` is not read (its shape only)."""
-    wanted = room_wanted(slots, count, meta.shape[1], len(lookup_tracks) + 2)
+    # each lookup's draft, a neural one, a confirmed one and a calibrated one (_choice)
+    wanted = room_wanted(slots, count, meta.shape[1], len(lookup_tracks) + 3)
     if wanted:
         return wanted
     _bands_of_logs(lookup_logs, lookup_scores, lookup_lengths, limits, bands)

@@ -40,6 +40,8 @@ from specplug.proposers.composite._step_times import linear_step_times
 
 __all__ = ["Choosing", "CompositeProposer"]
 
+#: finished requests before their spread sets a neural part's weight, and the largest weight it sets
+_SPREAD_REQUESTS, _MOST_WEIGHT = 8, 1024.0
 #: the drafters of a step, by the step-time table's rows (_choice.KIND_*)
 _KINDS: tuple[tuple[str, ...], ...] = ((), ("lookup",), ("neural",), ("lookup", "neural"))
 
@@ -54,6 +56,10 @@ class Choosing:
     lookup winning when it expects at least the neural part's expectation - ``margin``).
     ``confirmed``: the track of neural drafts that a lookup's longer draft continues (None:
     never continue, with a cost model; without one ``continue_with_lookup`` says).
+    ``calibrated``: by cost, per lookup (in ``lookups`` order) the track of its drafts that the
+    choice would take alone (the next track holds what their estimates expected): what they
+    realised over what was expected, each with ``calibration_weight`` tokens more, scales the
+    lookup's estimate where it is taken alone (empty: the lookup's estimate as it is).
     """
 
     lookups: tuple[int, ...]
@@ -63,6 +69,8 @@ class Choosing:
     min_gain: float = 0.0
     margin: float = 0.0
     continue_with_lookup: bool = True
+    calibrated: tuple[int, ...] = ()
+    calibration_weight: float = 0.0
 
 
 def _part_step(part: Proposer, step: BatchStep) -> BatchDrafts:
@@ -120,6 +128,7 @@ class CompositeProposer(Proposer):
         probe: bool = False,
         lookup_prior_weight: float | None = None,
         call_bound: float = 0.0,
+        neural_request_weight: float | None = None,
     ) -> None:
         super().__init__()
         self.parts = list(parts)
@@ -139,13 +148,20 @@ class CompositeProposer(Proposer):
         # call_bound > 0: a neural part is declined where a bound on its calls' tokens cannot pay for its pass (_choice)
         self._params = np.array([
             prior, prior_weight, explore, self._decay, choosing.min_gain, choosing.margin, lookup_weight, call_bound,
+            choosing.calibration_weight, prior_weight if neural_request_weight is None else neural_request_weight,
         ])  # fmt: skip
+        # None: a neural part's pooled estimate is worth as many observations against a request's own
+        # counts as the spread of the finished requests' acceptance says (_learn_spread)
+        self._learns_spread = neural_request_weight is None and len(choosing.neurals) > 0
+        self._spread = np.zeros(5)  # over finished requests: sum n, sum a, sum a^2/n, sum n^2, requests
         self._flags = np.array([
             choosing.cost is not None, -1 if choosing.confirmed is None else choosing.confirmed, probe,
             choosing.continue_with_lookup,
             # exploration of a neural part weighed by its pass's share of a step (_choice._kept_share):
             # only with costs learnt online on this hardware (OnlineCostModel; docs/vllm.md says why not with a preset)
             getattr(choosing.cost, "learnt_online", False) is True,
+            # the lookups' calibration tracks (_choice._calibrated), in lookups order
+            *(choosing.calibrated or (-1,) * len(choosing.lookups)),
         ], dtype=np.int64)  # fmt: skip
         # per request, by slot: statistics [slot, track, band, position], length, waiting drafts
         self._slot: dict[RequestId, int] = {}
@@ -225,6 +241,8 @@ class CompositeProposer(Proposer):
 
     def _stop(self, request_id: RequestId) -> None:
         slot = self._slot.pop(request_id)
+        if self._learns_spread:
+            self._learn_spread(slot)
         self._rows.forget()
         self._drafts.stop(request_id, slot)
         self._free.append(slot)
@@ -236,6 +254,28 @@ class CompositeProposer(Proposer):
                 errors.append(error)
         if errors:
             raise errors[0]
+
+    def _learn_spread(self, slot: int) -> None:
+        """Count a finished request's neural acceptance (first draft position, its counts as the
+        choice weighed them) and set how much a request's own counts are trusted from how much
+        requests differ: empirical Bayes with a beta prior, whose concentration (observations the
+        pooled estimate is worth) is ``p(1 - p) / spread - 1``, the spread between requests being
+        what their rates vary by beyond binomial noise (a method-of-moments estimate). An engine's
+        head accepts alike across requests of one kind of text and far apart across a mix: the
+        weight follows the traffic the composite sees."""
+        drafted = float(self._own_drafted[slot, self._neural_tracks, 0, 0].sum())
+        accepted = float(self._own_accepted[slot, self._neural_tracks, 0, 0].sum())
+        if drafted < 1.0:
+            return
+        self._spread += (drafted, accepted, accepted * accepted / drafted, drafted * drafted, 1.0)
+        total, hits, squares, sizes, requests = self._spread.tolist()
+        if requests < _SPREAD_REQUESTS:
+            return
+        rate = hits / total
+        noise = rate * (1.0 - rate)
+        spread = (squares - rate * hits - (requests - 1.0) * noise) / max(total - sizes / total, 1e-9)
+        weight = noise / spread - 1.0 if spread > 0 else _MOST_WEIGHT
+        self._params[9] = min(max(weight, 1.0), _MOST_WEIGHT)
 
     # ---------------------------------------------------------------- per request: the batch machinery, one row
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
@@ -484,8 +524,9 @@ class CompositeProposer(Proposer):
     ) -> tuple[np.ndarray, ...]:
         rows = len(slots)
         waiting = self._waiting
-        if rows:  # room for what this step may add per row: each lookup's draft, a neural one, a confirmed one
-            waiting.make_room(int(waiting.count[slots].max()) + len(self.choosing.lookups) + 2)
+        if rows:  # room for what this step may add per row: each lookup's draft, a neural one, a confirmed one,
+            # a calibrated one
+            waiting.make_room(int(waiting.count[slots].max()) + len(self.choosing.lookups) + 3)
         longest = np.array([self._neural_longest(index) for index in self.choosing.neurals], dtype=np.int64)
         if limits.any():
             times = self._step_times(self._lengths[slots] + (offsets[1:] - offsets[:-1]) * extended)

@@ -37,7 +37,9 @@ from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
 from specplug._cost._steps import checked_step_times
 from specplug.proposers.composite._composite import Choosing, CompositeProposer
-from specplug.proposers._options import CallBound, LookupPriorWeight, MethodOptions, NeuralProbe
+from specplug.proposers._options import (
+    CalibrationWeight, CallBound, LookupPriorWeight, MethodOptions, NeuralProbe, NeuralRequestWeight,
+)
 from specplug.proposers.composite._parts import probes, resolved
 
 __all__ = ["AdaptiveOptions", "AdaptiveProposer"]
@@ -62,6 +64,8 @@ class AdaptiveOptions(MethodOptions):
     neural_probe: NeuralProbe = None
     lookup_prior_weight: LookupPriorWeight = 1.0
     call_bound: CallBound = 0.0
+    calibration_weight: CalibrationWeight = 16.0
+    neural_request_weight: NeuralRequestWeight = None
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
@@ -110,15 +114,19 @@ class AdaptiveProposer(CompositeProposer):
         self._confirmed = len(self.candidates)
         self.kinds = [candidate.draft_kind for candidate in self.candidates]
         self.cost: CostModel = checked_step_times(resolved(options.cost, "cost"))
+        lookups = tuple(index for index, kind in enumerate(self.kinds) if kind == "lookup")
+        # by cost, two calibration tracks per lookup after the confirmed one (as the hybrid's: realised, expected)
+        calibrated = tuple(self._confirmed + 1 + 2 * at for at in range(len(lookups))) if options.calibration_weight > 0 else ()
         choosing = Choosing(
-            lookups=tuple(index for index, kind in enumerate(self.kinds) if kind == "lookup"),
+            lookups=lookups,
             neurals=tuple(index for index, kind in enumerate(self.kinds) if kind != "lookup"),
             cost=self.cost, confirmed=self._confirmed, min_gain=options.min_gain,
+            calibrated=calibrated, calibration_weight=options.calibration_weight,
         )  # fmt: skip
         super().__init__(
             self.candidates,
             choosing=choosing,
-            tracks=len(self.candidates) + 1,
+            tracks=len(self.candidates) + 1 + 2 * len(calibrated),
             positions=options.max_positions,
             prior=options.prior,
             prior_weight=options.prior_weight,
@@ -128,6 +136,7 @@ class AdaptiveProposer(CompositeProposer):
             probe=probes(options.neural_probe, [part for part in self.candidates if part.draft_kind == "neural"]),
             lookup_prior_weight=options.lookup_prior_weight,
             call_bound=options.call_bound,
+            neural_request_weight=options.neural_request_weight,
         )
         if "neural" in self.kinds:
             self.draft_kind = "neural"

@@ -25,6 +25,12 @@ empty one are both goodput decisions: the hybrid never drops a draft that its es
 would pay. Without a cost model it compares expected accepted tokens, as above, and always
 drafts when a part has a draft.
 
+Two of its estimates are learnt from the traffic it serves: how far a request's own neural counts
+are trusted against the pooled ones (``neural_request_weight``, by default from how much the
+finished requests differ), and what a lookup's draft taken alone brings (``calibration_weight``:
+such drafts, taken or not, are scored apart, and what they realised over what was expected scales
+the lookup's estimate for that choice). docs/proposers.md says why.
+
 The cost-aware choice is the composite base's (``_choice.choose_rows``), shared with ``adaptive``;
 the base also runs the step for a whole batch at once (one kernel call for every row's choice).
 
@@ -47,7 +53,9 @@ from specplug._registry import MethodCapabilities, MethodRegistrar
 from specplug._cost._linear import CostModel
 from specplug._cost._steps import checked_step_times
 from specplug.proposers.composite._composite import Choosing, CompositeProposer
-from specplug.proposers._options import CallBound, LookupPriorWeight, MethodOptions, NeuralProbe
+from specplug.proposers._options import (
+    CalibrationWeight, CallBound, LookupPriorWeight, MethodOptions, NeuralProbe, NeuralRequestWeight,
+)
 from specplug.proposers.composite._parts import probes, resolved
 
 __all__ = ["HybridOptions", "HybridProposer"]
@@ -69,6 +77,8 @@ class HybridOptions(MethodOptions):
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a part (0: never)"
     )
     margin: float = Field(0.0, ge=-1024, le=1024, allow_inf_nan=False, description="without a cost model: the lookup wins when its expectation >= the neural one - margin")
+    calibration_weight: CalibrationWeight = 16.0
+    neural_request_weight: NeuralRequestWeight = None
     max_positions: int = Field(32, ge=1, le=1024, description="draft positions tracked")
     continue_with_lookup: bool = Field(True, description="extend a neural draft with the lookup's continuation where they agree")
     cost: CostModel | str | None = Field(
@@ -91,8 +101,10 @@ class HybridOptions(MethodOptions):
 
 
 #: the hybrid's statistics tracks: the lookup's drafts (per score band), the neural drafter's,
-#: and lookup drafts whose start the neural drafter drafted too ("confirmed")
-LOOKUP, NEURAL, CONFIRMED = 0, 1, 2
+#: lookup drafts whose start the neural drafter drafted too ("confirmed"), and, by cost, the
+#: lookup's drafts that the choice would take alone (per score band: "calibrated"; the track after it
+#: holds what their estimates expected)
+LOOKUP, NEURAL, CONFIRMED, CALIBRATED = 0, 1, 2, 3
 
 
 class HybridProposer(CompositeProposer):
@@ -127,15 +139,17 @@ class HybridProposer(CompositeProposer):
         self.lookup: Proposer = resolved(options.lookup, "lookup")
         cost = resolved(options.cost, "cost")
         self.cost: CostModel | None = None if cost is None else checked_step_times(cost)
+        calibrated = self.cost is not None and options.calibration_weight > 0
         choosing = Choosing(
             lookups=(LOOKUP,), neurals=(NEURAL,), cost=self.cost,
             confirmed=CONFIRMED if options.continue_with_lookup else None,
             margin=options.margin, continue_with_lookup=options.continue_with_lookup,
+            calibrated=(CALIBRATED,) if calibrated else (), calibration_weight=options.calibration_weight,
         )  # fmt: skip
         super().__init__(
             [self.lookup, self.neural],
             choosing=choosing,
-            tracks=3,
+            tracks=5 if calibrated else 3,
             positions=options.max_positions,
             prior=options.prior,
             prior_weight=options.prior_weight,
@@ -145,6 +159,7 @@ class HybridProposer(CompositeProposer):
             probe=probes(options.neural_probe, [self.neural]),
             lookup_prior_weight=options.lookup_prior_weight,
             call_bound=options.call_bound,
+            neural_request_weight=options.neural_request_weight,
         )
 
     def acceptance(self, request_id: RequestId, lookup_band: int, *, optimistic: bool = True) -> tuple[np.ndarray, np.ndarray]:
