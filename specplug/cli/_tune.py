@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specplug._errors import InvalidOptionError
-from specplug.cli._lists import comma_names
+from specplug.cli._lists import comma_ints, comma_names
 
 #: engines that ``tune`` can drive
 TUNABLE_ENGINES = ("llama-server",)
@@ -36,21 +36,40 @@ def tune_command(
         help="comma-separated shipped llama-server presets to measure too (e.g. mtp-ngram,code-edit); "
              "given alone, only they are measured",
     ),
+    draft: Path = typer.Option(
+        None, "--draft", help="draft GGUF: tune chains of a lookup (tried first) and this drafter, and its draft length"
+    ),
+    draft_type: str = typer.Option(
+        None, "--draft-type",
+        help="llama-server drafter of the chain (--spec-type draft-*; default draft-simple; draft-mtp needs no --draft)",
+    ),
+    draft_lengths: str = typer.Option(
+        None, "--draft-lengths", help="comma-separated draft lengths (--spec-draft-n-max) to try with --draft (default 2,4,8)"
+    ),
 ) -> None:
     """Run llama-server over sample prompts with candidate settings; write the fastest as a preset."""
     if engine not in TUNABLE_ENGINES:
         raise InvalidOptionError(f"cannot tune engine {engine!r}; valid engines: {', '.join(TUNABLE_ENGINES)}")
     # imported here: the lab (and the adapter under it) is only needed by this command
-    from specplug.lab.llamacpp import preset_settings, select_candidates, tune
+    from specplug.lab.llamacpp import (
+        CHAIN_LOOKUPS, DRAFT_LENGTHS, chain_settings, check_drafter, preset_settings, select_candidates, tune,
+    )  # fmt: skip
 
     from specplug._presets import list_presets
 
     shipped: tuple = ()
     if presets is not None:
         shipped = preset_settings(comma_names("--presets", presets, valid=[p.name for p in list_presets("llama-server")]))
-    grid = () if shipped and candidates is None else select_candidates(
-        comma_names("--candidates", candidates) if candidates is not None else None
-    )
+    chaining = draft is not None or draft_type is not None
+    if draft_lengths is not None and not chaining:
+        raise InvalidOptionError("--draft-lengths needs --draft DRAFT.gguf (or --draft-type draft-mtp): it sets the drafter's length")
+    drafter = check_drafter(draft_type, draft) if chaining else None
+    lookups = comma_names("--candidates", candidates) if candidates is not None else None
+    if drafter is not None:  # every lookup candidate chained before the drafter, at each draft length
+        lengths = comma_ints("--draft-lengths", draft_lengths, example="2,4,8", maximum=256) if draft_lengths is not None else DRAFT_LENGTHS
+        grid = chain_settings(drafter, select_candidates(lookups or CHAIN_LOOKUPS), lengths)
+    else:
+        grid = () if shipped and candidates is None else select_candidates(lookups)
     grid = (*grid, *shipped)
 
     console = Console(stderr=True)
@@ -60,7 +79,7 @@ def tune_command(
         measurements, path = tune(
             model, prompts, name=name, out=out, n_predict=n_predict, rounds=rounds, threads=threads,
             ctx_size=ctx_size, summary=summary, command=shlex.join(["specplug", "tune", *sys.argv[2:]]), candidates=grid,
-            progress=progress,
+            progress=progress, drafter=drafter,
         )  # fmt: skip
     table = Table(title=f"llama-server on {model.name}: {rounds} rounds, {threads} thread(s); speedup from CPU time")
     for column in ("setting", "tok/CPU-s", "speedup (range)", "wall tok/s", "acceptance", "identical"):

@@ -18,6 +18,7 @@ from pathlib import Path
 from specplug import InvalidOptionError
 from specplug._outputs import check_output, write_text_atomic
 from specplug._presets import load_preset
+from specplug.lab.llamacpp._chain import Drafter
 from specplug.lab.llamacpp._measure import Measurement, Setting, measure_settings
 from specplug.lab.llamacpp._prompts import load_prompts
 
@@ -138,10 +139,13 @@ def tune(
     summary: str | None = None,
     command: str | None = None,
     progress: Callable[[str], None] | None = None,
+    drafter: Drafter | None = None,
 ) -> tuple[list[Measurement], Path]:
     """Measure ``candidates`` on ``prompts_file`` and write the fastest as preset ``name``.
 
-    Returns every measurement (plain first) and the path of the preset written.
+    ``drafter`` says the candidates chain a lookup with this model drafter (``chain_settings``),
+    for the preset's summary and notes. Returns every measurement (plain first) and the path of
+    the preset written.
     """
     if rounds < 1 or n_predict < 1 or threads < 1:
         raise InvalidOptionError(f"rounds, n_predict and threads must be >= 1 (got {rounds}, {n_predict}, {threads})")
@@ -156,8 +160,11 @@ def tune(
     notes = [
         f"tuned {datetime.date.today().isoformat()} on {Path(model).name} with {Path(prompts_file).name} "
         f"({len(prompts)} prompts, {n_predict} tokens each, {threads} thread(s))",
+        *([f"chain: a lookup tried first, then {drafter.describe()}"]
+          if drafter is not None else []),
         "reproduce: " + (command or shlex.join(["specplug", "tune", "llama-server", "--model", str(model), "--prompts", str(prompts_file)])),
     ]
-    text = preset_text(name, winner, plain, summary=summary or f"{name}: fastest llama.cpp n-gram setting found by specplug tune", notes=notes)
+    what = f"chain of a lookup and {drafter.kind}" if drafter is not None else "n-gram setting"
+    text = preset_text(name, winner, plain, summary=summary or f"{name}: fastest llama.cpp {what} found by specplug tune", notes=notes)
     write_text_atomic(path, text)
     return measurements, path
