@@ -53,6 +53,7 @@ def tune_command(
     # imported here: the lab (and the adapter under it) is only needed by this command
     from specplug.lab.llamacpp import (
         CHAIN_LOOKUPS, DRAFT_LENGTHS, chain_settings, check_drafter, preset_settings, select_candidates, tune,
+        with_drafter,
     )  # fmt: skip
 
     from specplug._presets import list_presets
@@ -65,11 +66,15 @@ def tune_command(
         raise InvalidOptionError("--draft-lengths needs --draft DRAFT.gguf (or --draft-type draft-mtp): it sets the drafter's length")
     drafter = check_drafter(draft_type, draft) if chaining else None
     lookups = comma_names("--candidates", candidates) if candidates is not None else None
-    if drafter is not None:  # every lookup candidate chained before the drafter, at each draft length
+    if shipped and candidates is None and draft_lengths is None:
+        grid: tuple = ()  # --presets alone: only they are measured
+    elif drafter is not None:  # every lookup candidate chained before the drafter, at each draft length
         lengths = comma_ints("--draft-lengths", draft_lengths, example="2,4,8", maximum=256) if draft_lengths is not None else DRAFT_LENGTHS
         grid = chain_settings(drafter, select_candidates(lookups or CHAIN_LOOKUPS), lengths)
     else:
-        grid = () if shipped and candidates is None else select_candidates(lookups)
+        grid = select_candidates(lookups)
+    if drafter is not None:  # a shipped chain preset is measured with this drafter's file
+        shipped = tuple(with_drafter(setting, drafter) for setting in shipped)
     grid = (*grid, *shipped)
 
     console = Console(stderr=True)

@@ -11,7 +11,7 @@ import pytest
 from specplug import InvalidOptionError
 from specplug._presets import Preset
 from specplug.cli import main
-from specplug.lab.llamacpp import MTP_TENSOR, Drafter, Setting, chain_settings, drafter_types
+from specplug.lab.llamacpp import MTP_TENSOR, Drafter, Setting, chain_settings, drafter_types, preset_settings, with_drafter
 from specplug_adapters.llamacpp import check_flags, help_options, server_help
 
 LOOKUP = "ngram-mod match16 min8 max32"
@@ -64,6 +64,15 @@ def test_chain_settings_put_the_lookup_first_and_leave_a_block_drafter_its_lengt
     assert chain_settings(Drafter("draft-mtp"), [lookup], [2])[1].flags[-2:] == ("--spec-draft-n-max", "2")
     with pytest.raises(InvalidOptionError, match="'spec-default' sets no --spec-type"):
         chain_settings(Drafter("draft-simple", Path("/d.gguf")), [Setting("spec-default", ("--spec-default",))])
+
+
+def test_a_shipped_chain_preset_gets_the_drafter_file_only_where_it_drafts_with_that_type():
+    drafter = Drafter("draft-simple", Path("/d.gguf"))
+    chain, eagle, lookup = preset_settings(["draft-model-ngram", "eagle3-ngram", "code-edit"])
+    assert with_drafter(chain, drafter).flags == (*chain.flags, "--spec-draft-model", "/d.gguf")
+    assert with_drafter(eagle, drafter) == eagle and with_drafter(lookup, drafter) == lookup
+    named = Setting("own", ("--spec-type", "draft-simple", "-md", "/mine.gguf"))
+    assert with_drafter(named, drafter) == named
 
 
 def test_the_installed_binary_lists_the_drafters():

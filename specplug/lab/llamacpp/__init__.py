@@ -19,7 +19,7 @@ The in-process measurement (``_inprocess``, needing llama-cpp-python) and the RE
 
 from __future__ import annotations
 
-from specplug.lab.llamacpp._chain import CHAIN_LOOKUPS, DRAFT_LENGTHS, Drafter, chain_settings, check_drafter, drafter_types
+from specplug.lab.llamacpp._chain import CHAIN_LOOKUPS, DRAFT_LENGTHS, Drafter, chain_settings, check_drafter, drafter_types, with_drafter
 from specplug.lab.llamacpp._measure import (
     Agreement,
     Measurement,
@@ -56,4 +56,5 @@ __all__ = [
     "shipped_prompts",
     "tune",
     "uses_model_mtp",
+    "with_drafter",
 ]

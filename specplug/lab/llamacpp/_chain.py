@@ -19,7 +19,7 @@ from specplug.lab.llamacpp._measure import Setting
 from specplug.lab.llamacpp._mtp import MTP_SPEC_TYPE
 from specplug_adapters.llamacpp import ModelNotFoundError, check_model, find_server, help_options, server_help
 
-__all__ = ["CHAIN_LOOKUPS", "DRAFT_LENGTHS", "Drafter", "chain_settings", "check_drafter", "drafter_types"]
+__all__ = ["CHAIN_LOOKUPS", "DRAFT_LENGTHS", "Drafter", "chain_settings", "check_drafter", "drafter_types", "with_drafter"]
 
 #: draft lengths tried by default (llama.cpp's default is 3; a CPU pays per drafted position)
 DRAFT_LENGTHS: tuple[int, ...] = (2, 4, 8)
@@ -114,3 +114,21 @@ def chain_settings(drafter: Drafter, lookups: Sequence[Setting], lengths: Sequen
             flags = (_TYPE_FLAG, f"{kinds},{drafter.kind}", *rest, *length, *drafter.flags)
             settings.append(Setting(f"{name} + {tag}", flags))
     return tuple(settings)
+
+
+def with_drafter(setting: Setting, drafter: Drafter) -> Setting:
+    """A shipped preset that drafts with ``drafter.kind`` but names no draft GGUF, given ``drafter``'s file.
+
+    The chain presets (``draft-model-ngram``, ``eagle3-ngram``) leave ``-md`` to the user, so
+    ``tune --presets draft-model-ngram --draft D.gguf`` measures them with this drafter; any other
+    setting is returned as it is.
+
+    >>> with_drafter(Setting("p", ("--spec-type", "ngram-mod,draft-simple")), Drafter("draft-simple", Path("d.gguf"))).flags
+    ('--spec-type', 'ngram-mod,draft-simple', '--spec-draft-model', 'd.gguf')
+    """
+    flags = setting.flags
+    kinds = flags[flags.index(_TYPE_FLAG) + 1].split(",") if _TYPE_FLAG in flags[:-1] else []
+    named = any(flag in ("-md", "--spec-draft-model", "--model-draft") or flag.startswith("--spec-draft-model=") for flag in flags)
+    if drafter.kind not in kinds or named:
+        return setting
+    return Setting(setting.name, (*flags, *drafter.flags))
