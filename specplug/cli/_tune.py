@@ -29,7 +29,8 @@ def tune_command(
     ctx_size: int = typer.Option(4096, "--ctx-size", "-c", min=1, max=1 << 24, help="context size"),
     summary: str = typer.Option(None, "--summary", help="first comment line of the preset"),
     candidates: str = typer.Option(
-        None, "--candidates", help="comma-separated settings to try (default: all; a bad name lists them)"
+        None, "--candidates",
+        help="comma-separated settings to try (default: all; a bad name lists them); with --draft, the lookups chained first",
     ),
     presets: str = typer.Option(
         None, "--presets",

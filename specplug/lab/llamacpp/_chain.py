@@ -62,7 +62,7 @@ def check_drafter(
     valid = drafter_types(binary)
     if kind not in valid:
         raise InvalidOptionError(
-            f"--draft-type {kind!r} is not a drafter this llama-server accepts; valid drafter types: {', '.join(valid)}"
+            f"--draft-type {kind!r} is not a drafter this llama-server accepts; valid drafter types: {', '.join(valid) or 'none (this build has no draft-* types)'}"
         )
     if model is None:
         if kind != MTP_SPEC_TYPE:
