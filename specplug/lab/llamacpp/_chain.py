@@ -59,11 +59,9 @@ def check_drafter(
 ) -> Drafter:
     """The drafter ``--draft-type``/``--draft`` name, or a one-line error naming the bad value and what is valid."""
     kind = kind or "draft-simple"
-    valid = drafter_types(binary)
-    if kind not in valid:
-        raise InvalidOptionError(
-            f"--draft-type {kind!r} is not a drafter this llama-server accepts; valid drafter types: {', '.join(valid) or 'none (this build has no draft-* types)'}"
-        )
+    valid = ", ".join(drafter_types(binary)) or "none (this build has no draft-* types)"
+    if kind not in drafter_types(binary):
+        raise InvalidOptionError(f"--draft-type {kind!r} is not a drafter this llama-server accepts; valid drafter types: {valid}")
     if model is None:
         if kind != MTP_SPEC_TYPE:
             raise InvalidOptionError(
