@@ -24,6 +24,9 @@ them), each with its head:
     --neural medusa --model lmsys/vicuna-7b-v1.3 --draft FasterDecoding/medusa-vicuna-7b-v1.3  (vLLM <= 0.32)
 
 A DFlash head drafts a block of its own length: give ``--spec-tokens`` its block size.
+``--executor ray`` runs the three engines on vLLM's Ray executor (``pip install ray``; a local cluster
+is started), ``--tensor-parallel-size N`` across N GPUs: the plugin, its options and the stats file
+must reach every worker (vLLM's CPU build refuses Ray, so this is where Ray is checked).
 About 3-5 minutes on one H100/H200 with an 8B model (three engine builds, CUDA graphs off).
 """
 
@@ -55,6 +58,7 @@ def run(args, chats, speculative: dict | None, additional: dict | None, *, top2:
 
     llm = LLM(model=args.model, max_model_len=args.max_model_len, enforce_eager=True, seed=0,
               gpu_memory_utilization=args.gpu_memory_utilization, disable_log_stats=False,
+              tensor_parallel_size=args.tensor_parallel_size, distributed_executor_backend=args.executor,
               speculative_config=speculative, additional_config=additional or {})
     params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens, logprobs=2 if top2 else None)
     llm.chat(chats[:1], params, use_tqdm=False)  # warm-up
@@ -114,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--max-model-len", type=int, default=4096)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.85)
+    parser.add_argument("--executor", choices=["mp", "ray"], help="vLLM's distributed_executor_backend (default: vLLM's choice)")
+    parser.add_argument("--tensor-parallel-size", type=int, default=1)
     args = parser.parse_args(argv)
     if args.neural != "mtp" and not args.draft:
         parser.error(f"--neural {args.neural} needs --draft (the head's weights)")
@@ -124,14 +130,17 @@ def main(argv: list[str] | None = None) -> int:
         neural["parallel_drafting"] = True
     if args.draft:
         neural["model"] = args.draft
-    stats = Path(tempfile.mkdtemp()) / "hybrid-stats.json"
+    # one stats file per worker process: under tensor parallelism every rank writes its own
+    stats_dir = Path(tempfile.mkdtemp())
+    stats = stats_dir / "hybrid-stats-{pid}.json"
     hybrid = {**neural, "method": "specplug.hybrid", "neural": args.neural, "lookup": args.lookup}
 
     plain = run(args, chats, None, None, top2=True)
     alone = run(args, chats, neural, None)
     mixed = run(args, chats, hybrid, {"specplug": {"stats_file": str(stats), "stats_interval": 0}})
 
-    report = json.loads(stats.read_text()) if stats.exists() else {}
+    reports = [json.loads(path.read_text()) for path in sorted(stats_dir.glob("hybrid-stats-*.json"))]
+    report = reports[0] if reports else {}
     print(json.dumps({
         "tok_s": {"none": plain["tok_s"], args.neural: alone["tok_s"], "specplug.hybrid": mixed["tok_s"]},
         "metrics": {args.neural: alone["metrics"], "specplug.hybrid": mixed["metrics"]},
@@ -141,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     problems = divergences(plain, mixed) + [f"{args.neural} alone: {p}" for p in divergences(plain, alone)]
     if not report.get("steps"):
         problems.append("the hybrid overlay never ran (no stats steps): is the plugin installed?")
+    if len(reports) != args.tensor_parallel_size:
+        problems.append(f"{len(reports)} stats files for {args.tensor_parallel_size} ranks: the options did not reach every worker")
+    choices = [{key: value for key, value in r.get("counters", {}).items() if key.startswith(("neural_pass.", "drafts."))}
+               for r in reports]
+    if any(choice != choices[0] for choice in choices):
+        problems.append(f"the ranks chose differently: {choices}")
     if not mixed["metrics"].get("vllm:spec_decode_num_accepted_tokens"):
         problems.append("specplug.hybrid: no draft token was accepted")
     for problem in problems:
