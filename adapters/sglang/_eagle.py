@@ -25,7 +25,7 @@ from specplug.engine import EngineDrafting, EngineDrafts
 from specplug_adapters.sglang._config import LOGGER_NAME, create_overlay_method, read_options, read_stats_settings
 from specplug_adapters.sglang._worker import _History, sync_requests
 
-__all__ = ["EagleOverlay", "OverlaidDraft", "SpecplugEagleWorker", "install_overlay"]
+__all__ = ["EagleOverlay", "SpecplugEagleWorker", "install_overlay"]
 
 log = logging.getLogger(LOGGER_NAME)
 
@@ -95,33 +95,32 @@ class EagleOverlay(EngineDrafting):
             self.guard.record_fault(f"the {self.worker} overlay", error, "SGLang's own drafts go to verify this step")
             self.reset()
 
+    def after_draft(self, batch: Any, result: Any, with_topology: bool) -> Any:
+        """What an overlaid draft worker's ``draft`` returns: SGLang's ``result``, overlaid unless the batch is idle."""
+        if not batch.forward_mode.is_idle():
+            self.apply(batch, result[0] if with_topology else result)
+        return result
+
     def reset(self) -> None:
         """Forget every request (SGLang cleared its cache pool, or a fault left the requests' state unknown)."""
         self._lengths.clear()
         self.batch.stop_all()
 
 
-class OverlaidDraft:
-    """A mixin over one of SGLang's EAGLE-family draft workers: its ``draft``, then the overlay on the verify input."""
+class _OverlaidDraftWorker(EagleDraftWorker):
+    """SGLang's EAGLE draft worker with the overlay applied to each step's verify input."""
 
     overlay: EagleOverlay
 
     def draft(self, batch: Any, *, with_topology: bool = False) -> Any:
-        result = super().draft(batch, with_topology=with_topology)  # type: ignore[misc]
-        if not batch.forward_mode.is_idle():
-            self.overlay.apply(batch, result[0] if with_topology else result)
-        return result
-
-
-class _OverlaidDraftWorker(OverlaidDraft, EagleDraftWorker):
-    """SGLang's EAGLE draft worker with the overlay applied to each step's verify input."""
+        return self.overlay.after_draft(batch, super().draft(batch, with_topology=with_topology), with_topology)
 
 
 def install_overlay(worker: Any, server_args: Any, overlaid_class: type, worker_name: str) -> EagleOverlay | None:
     """Overlay the method named by ``server_args`` on ``worker``'s draft worker (None on a PP stage that does not draft).
 
-    The one override: the draft worker's class becomes ``overlaid_class`` (its own class with
-    :class:`OverlaidDraft` first), so SGLang's draft runs, then the overlay.
+    The one override: the draft worker's class becomes ``overlaid_class`` (a subclass of its own
+    whose ``draft`` runs SGLang's, then :meth:`EagleOverlay.after_draft`).
     """
     if worker._draft_worker is None:
         return None

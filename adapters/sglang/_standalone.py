@@ -14,13 +14,18 @@ from typing import Any
 
 from sglang.srt.speculative.standalone_worker_v2 import StandaloneDraftWorker, StandaloneWorkerV2
 
-from specplug_adapters.sglang._eagle import OverlaidDraft, install_overlay
+from specplug_adapters.sglang._eagle import EagleOverlay, install_overlay
 
 __all__ = ["SpecplugStandaloneWorker"]
 
 
-class _OverlaidStandaloneDraftWorker(OverlaidDraft, StandaloneDraftWorker):
+class _OverlaidStandaloneDraftWorker(StandaloneDraftWorker):
     """SGLang's STANDALONE draft worker with the overlay applied to each step's verify input."""
+
+    overlay: EagleOverlay
+
+    def draft(self, batch: Any, *, with_topology: bool = False) -> Any:
+        return self.overlay.after_draft(batch, super().draft(batch, with_topology=with_topology), with_topology)
 
 
 class SpecplugStandaloneWorker(StandaloneWorkerV2):

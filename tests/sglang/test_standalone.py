@@ -148,7 +148,8 @@ def test_the_overlaid_standalone_draft_runs_sglangs_draft_then_the_overlay(sglan
 
     monkeypatch.setattr(EagleDraftWorker, "draft", sglang_draft)
     monkeypatch.setenv(OPTIONS_ENV, json.dumps({"margin": 100.0, "explore": 0.0}))
-    worker = object.__new__(_OverlaidStandaloneDraftWorker)
+    worker = object.__new__(StandaloneDraftWorker)
+    worker.__class__ = _OverlaidStandaloneDraftWorker  # as the worker installs it on SGLang's draft worker
     assert isinstance(worker, StandaloneDraftWorker)  # the draft model's own embedding and LM head stay
     worker.overlay = EagleOverlay("SPECPLUG_HYBRID_STANDALONE", "hybrid", "draft_model", worker="STANDALONE")
     decode = SimpleNamespace(is_idle=lambda: False)
