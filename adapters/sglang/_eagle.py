@@ -153,5 +153,6 @@ class SpecplugEagleWorker(EAGLEWorkerV2):
 
     def clear_cache_pool(self) -> None:
         super().clear_cache_pool()
-        if getattr(self, "overlay", None) is not None:
-            self.overlay.reset()
+        overlay = getattr(self, "overlay", None)  # None on a PP stage that does not draft
+        if overlay is not None:
+            overlay.reset()
