@@ -11,7 +11,8 @@ With specplug installed next to SGLang, its general plugin (:func:`register`, en
 The algorithms run on SGLang's n-gram verify path (:class:`SpecplugSpecAlgo`), drafting with
 :class:`SpecplugWorker`; a method that composes the model's own drafter (``hybrid``) also runs
 over SGLang's EAGLE worker as ``SPECPLUG_HYBRID_EAGLE``/``_EAGLE3`` (:class:`SpecplugEagleWorker`,
-its lookup drafts overlaid on the head's by :class:`EagleOverlay`); the request lifecycle,
+its lookup drafts overlaid on the head's by :class:`EagleOverlay`) and over its draft-model worker as
+``SPECPLUG_HYBRID_STANDALONE`` (:class:`SpecplugStandaloneWorker`); the request lifecycle,
 fault isolation and counters are the engine layer's (:mod:`specplug.engine`). Importing this package imports no SGLang.
 """
 
@@ -25,7 +26,9 @@ from specplug_adapters.sglang._config import (
     DEFAULT_NUM_DRAFT_TOKENS,
     LOGGER_NAME,
     OPTIONS_ENV,
+    OVERLAY_DRAFTERS,
     PREFIX,
+    REFUSED_DRAFTERS,
     STATS_FILE_ENV,
     STATS_INTERVAL_ENV,
     algorithm_names,
@@ -33,15 +36,24 @@ from specplug_adapters.sglang._config import (
     check_options,
     eagle_algorithm_names,
     method_of,
+    overlay_algorithm_names,
     read_options,
     read_stats_settings,
+    refused_overlay_names,
 )
 from specplug_adapters.sglang._plugin import DISABLE_ENV, register, registered
 from specplug_adapters.sglang._trees import PAD_TOKEN, draft_trees
 
 if TYPE_CHECKING:
     from specplug_adapters.sglang._eagle import EagleOverlay, SpecplugEagleWorker
-    from specplug_adapters.sglang._spec import SpecplugEagle3SpecAlgo, SpecplugEagleSpecAlgo, SpecplugSpecAlgo
+    from specplug_adapters.sglang._spec import (
+        SpecplugEagle3SpecAlgo,
+        SpecplugEagleSpecAlgo,
+        SpecplugRefusedSpecAlgo,
+        SpecplugSpecAlgo,
+        SpecplugStandaloneSpecAlgo,
+    )
+    from specplug_adapters.sglang._standalone import SpecplugStandaloneWorker
     from specplug_adapters.sglang._worker import SpecplugWorker
 
 __all__ = [
@@ -49,8 +61,10 @@ __all__ = [
     "DISABLE_ENV",
     "LOGGER_NAME",
     "OPTIONS_ENV",
+    "OVERLAY_DRAFTERS",
     "PAD_TOKEN",
     "PREFIX",
+    "REFUSED_DRAFTERS",
     "STATS_FILE_ENV",
     "STATS_INTERVAL_ENV",
     "TESTED_SGLANG",
@@ -58,7 +72,10 @@ __all__ = [
     "SpecplugEagle3SpecAlgo",
     "SpecplugEagleSpecAlgo",
     "SpecplugEagleWorker",
+    "SpecplugRefusedSpecAlgo",
     "SpecplugSpecAlgo",
+    "SpecplugStandaloneSpecAlgo",
+    "SpecplugStandaloneWorker",
     "SpecplugWorker",
     "algorithm_names",
     "check_eagle_options",
@@ -67,8 +84,10 @@ __all__ = [
     "draft_trees",
     "installed_sglang_version",
     "method_of",
+    "overlay_algorithm_names",
     "read_options",
     "read_stats_settings",
+    "refused_overlay_names",
     "register",
     "registered",
     "version_problem",
@@ -80,6 +99,9 @@ __getattr__ = lazy_attributes(__name__, {
     "SpecplugEagle3SpecAlgo": "specplug_adapters.sglang._spec",
     "SpecplugEagleSpecAlgo": "specplug_adapters.sglang._spec",
     "SpecplugEagleWorker": "specplug_adapters.sglang._eagle",
+    "SpecplugRefusedSpecAlgo": "specplug_adapters.sglang._spec",
     "SpecplugSpecAlgo": "specplug_adapters.sglang._spec",
+    "SpecplugStandaloneSpecAlgo": "specplug_adapters.sglang._spec",
+    "SpecplugStandaloneWorker": "specplug_adapters.sglang._standalone",
     "SpecplugWorker": "specplug_adapters.sglang._worker",
 })

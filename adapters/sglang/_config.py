@@ -14,7 +14,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import specplug
 from specplug import InvalidOptionError, UnknownMethodError
@@ -24,7 +24,9 @@ __all__ = [
     "DEFAULT_NUM_DRAFT_TOKENS",
     "LOGGER_NAME",
     "OPTIONS_ENV",
+    "OVERLAY_DRAFTERS",
     "PREFIX",
+    "REFUSED_DRAFTERS",
     "STATS_FILE_ENV",
     "STATS_INTERVAL_ENV",
     "algorithm_names",
@@ -34,8 +36,11 @@ __all__ = [
     "create_proposer",
     "eagle_algorithm_names",
     "method_of",
+    "overlay_algorithm_names",
     "read_options",
     "read_stats_settings",
+    "refuse_overlay",
+    "refused_overlay_names",
 ]
 
 #: the logger of the plugin's and the worker's messages (a child of specplug's own)
@@ -65,37 +70,97 @@ def algorithm_names() -> dict[str, str]:
     return {_algorithm(method): method for method in sorted(specplug.method_specs())}
 
 
-def eagle_algorithm_names() -> dict[str, tuple[str, bool]]:
-    """Every overlay algorithm name -> (the composing method, whether the head is EAGLE-3), sorted by name.
+#: SGLang's drafter an overlay name ends with -> the draft source the composing method sees
+#: (STANDALONE, a draft model, runs on a subclass of the EAGLE worker: same draft step, same verify)
+OVERLAY_DRAFTERS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "STANDALONE": "draft_model"}
+#: SGLang's drafters the overlay cannot reach, and why (a clause each, from SGLang 0.5.23's workers)
+REFUSED_DRAFTERS = {
+    "DFLASH": "SGLang's DFLASH worker (DFlashWorkerV2) drafts its block, builds the verify input and verifies it "
+              "inside one forward_batch_generation call, with no draft step between them to override",
+    "DSPARK": "SGLang's DSPARK worker (DSparkWorkerV2) sizes each request's verify from its draft's per-token "
+              "confidences (its verify planner), which a lookup draft does not have",
+}
+
+
+def overlay_algorithm_names() -> dict[str, tuple[str, str]]:
+    """Every overlay algorithm name -> (the composing method, its draft source), sorted by name.
 
     A method that composes the engine's own drafter (``hybrid``, or a plugin's composite) runs
     over SGLang's EAGLE worker as ``SPECPLUG_<METHOD>_EAGLE`` (EAGLE-1 heads and MTP layers) and
-    ``SPECPLUG_<METHOD>_EAGLE3`` (EAGLE-3 heads).
+    ``SPECPLUG_<METHOD>_EAGLE3`` (EAGLE-3 heads), and over its STANDALONE worker (a draft model)
+    as ``SPECPLUG_<METHOD>_STANDALONE``.
+
+    >>> overlay_algorithm_names()["SPECPLUG_HYBRID_STANDALONE"]
+    ('hybrid', 'draft_model')
+    """
+    names: dict[str, tuple[str, str]] = {}
+    for method in methods_composing_engine_drafter():
+        for drafter, source in OVERLAY_DRAFTERS.items():
+            names[f"{_algorithm(method)}_{drafter}"] = (method, source)
+    return dict(sorted(names.items()))
+
+
+def eagle_algorithm_names() -> dict[str, tuple[str, bool]]:
+    """The overlay names over SGLang's EAGLE worker -> (the composing method, whether the head is EAGLE-3).
 
     >>> eagle_algorithm_names()["SPECPLUG_HYBRID_EAGLE3"]
     ('hybrid', True)
     """
-    names: dict[str, tuple[str, bool]] = {}
+    return {
+        name: (method, source == "eagle3")
+        for name, (method, source) in overlay_algorithm_names().items()
+        if source in ("eagle", "eagle3")
+    }
+
+
+def refused_overlay_names() -> dict[str, str]:
+    """Each ``SPECPLUG_<METHOD>_<DRAFTER>`` over a drafter the overlay cannot reach (DFLASH, DSPARK) -> its
+    one-line refusal, naming SGLang's reason and the overlays that run.
+
+    >>> refused_overlay_names()["SPECPLUG_HYBRID_DFLASH"].startswith("SPECPLUG_HYBRID_DFLASH is not available: SGLang's")
+    True
+    """
+    names: dict[str, str] = {}
     for method in methods_composing_engine_drafter():
-        names[_algorithm(method) + "_EAGLE"] = (method, False)
-        names[_algorithm(method) + "_EAGLE3"] = (method, True)
+        runs = ", ".join(f"{_algorithm(method)}_{name}" for name in OVERLAY_DRAFTERS)
+        for drafter, why in REFUSED_DRAFTERS.items():
+            name = f"{_algorithm(method)}_{drafter}"
+            names[name] = f"{name} is not available: {why}; run {drafter} on its own, or one of {runs}"
     return dict(sorted(names.items()))
 
 
-def create_overlay_method(method: str, options: Mapping[str, Any], engine_drafter: specplug.Proposer) -> specplug.Proposer:
-    """The composing method an EAGLE overlay runs, with SGLang's EAGLE drafts as its engine drafter."""
-    return create_for_engine(method, options, engine_drafter=engine_drafter, engine="SGLang's EAGLE worker")
+def refuse_overlay(algorithm: object) -> NoReturn:
+    """SGLang's validation hook for a refused overlay name: raise its one-line refusal."""
+    key = algorithm.upper() if isinstance(algorithm, str) else None
+    names = refused_overlay_names()
+    if key not in names:
+        raise UnknownMethodError(algorithm, sorted(names))
+    raise InvalidOptionError(names[key])
+
+
+def create_overlay_method(
+    method: str, options: Mapping[str, Any], engine_drafter: specplug.Proposer, worker: str = "EAGLE"
+) -> specplug.Proposer:
+    """The composing method an overlay runs, with the drafts of SGLang's ``worker`` as its engine drafter."""
+    return create_for_engine(method, options, engine_drafter=engine_drafter, engine=f"SGLang's {worker} worker")
 
 
 def check_eagle_options(algorithm: str, options: Mapping[str, Any], server_args: Any) -> None:
-    """Refuse a bad overlay algorithm, option or EAGLE setting before SGLang starts a process (one-line errors)."""
-    names = eagle_algorithm_names()
+    """Refuse a bad overlay algorithm, option or drafter setting before SGLang starts a process (one-line errors)."""
+    names = overlay_algorithm_names()
     key = algorithm.upper() if isinstance(algorithm, str) else None
     if key not in names:
         raise UnknownMethodError(algorithm, sorted(names))
+    method, source = names[key]
+    worker = "STANDALONE" if source == "draft_model" else "EAGLE"
     if not getattr(server_args, "speculative_draft_model_path", None):
-        raise _no_drafter(key, names[key][0], getattr(server_args, "model_path", None),
-                          "SGLang's EAGLE worker is given no --speculative-draft-model-path")
+        raise _no_drafter(key, method, getattr(server_args, "model_path", None),
+                          f"SGLang's {worker} worker is given no --speculative-draft-model-path")
+    attn_dp_size = getattr(server_args, "attn_dp_size", None)
+    if worker == "STANDALONE" and isinstance(attn_dp_size, int) and attn_dp_size > 1:
+        # SGLang refuses its own STANDALONE so; its check is in the hook the overlay's spec class replaces
+        raise InvalidOptionError(f"--attn-dp-size = {attn_dp_size} is not valid for {key}: SGLang's STANDALONE "
+                                 "worker does not support dp attention; give 1")
     topk = getattr(server_args, "speculative_eagle_topk", None)
     if topk not in (None, 1):
         raise InvalidOptionError(
@@ -111,7 +176,7 @@ def check_eagle_options(algorithm: str, options: Mapping[str, Any], server_args:
     # creating it once checks every option the way the worker will
     from specplug.engine import EngineDrafts
 
-    create_overlay_method(names[key][0], options, EngineDrafts("eagle"))
+    create_overlay_method(method, options, EngineDrafts(source), worker)
 
 
 def method_of(algorithm: object) -> str:
@@ -187,7 +252,8 @@ def _no_drafter(algorithm: str, method: str, model: str | None, why: str) -> spe
         model or "the model",
         why=why,
         give=f"run {overlay} (or {overlay}3) with --speculative-draft-model-path HEAD (an EAGLE head; for a model with "
-             "MTP layers, the model's own path)",
+             f"MTP layers, the model's own path), or {_algorithm(method)}_STANDALONE with --speculative-draft-model-path "
+             "DRAFT (a smaller model with the target's vocabulary)",
         lookups=f"use a lookup algorithm that needs none: {_algorithm('suffix')}, or {_algorithm('adaptive')}",
     )
 

@@ -1,7 +1,7 @@
 """A composing method (``hybrid``) over SGLang's own EAGLE/MTP worker: lookup drafts overlaid on the head's.
 
 ``SPECPLUG_<METHOD>_EAGLE`` (and ``_EAGLE3`` for EAGLE-3 heads) runs SGLang's ``EAGLEWorkerV2``
-as it is: the head drafts, the target verifies, the head extends over what was accepted. One
+as it is (``_STANDALONE`` its subclass for a draft model, adapters/sglang/_standalone.py): the head drafts, the target verifies, the head extends over what was accepted. One
 method is overridden, the draft worker's ``draft(batch) -> EagleVerifyInput``; after SGLang has
 built the step's verify input, :class:`EagleOverlay` hands each request's EAGLE chain to the
 method as its neural draft (:class:`specplug.engine.EngineDrafts`) and, where the method picks
@@ -25,7 +25,7 @@ from specplug.engine import EngineDrafting, EngineDrafts
 from specplug_adapters.sglang._config import LOGGER_NAME, create_overlay_method, read_options, read_stats_settings
 from specplug_adapters.sglang._worker import _History, sync_requests
 
-__all__ = ["EagleOverlay", "SpecplugEagleWorker"]
+__all__ = ["EagleOverlay", "SpecplugEagleWorker", "install_overlay"]
 
 log = logging.getLogger(LOGGER_NAME)
 
@@ -33,11 +33,12 @@ log = logging.getLogger(LOGGER_NAME)
 class EagleOverlay(EngineDrafting):
     """Per request, the composing method's choice between the EAGLE chain and its own draft."""
 
-    def __init__(self, algorithm: str, method: str, neural_name: str, **stats: Any) -> None:
+    def __init__(self, algorithm: str, method: str, neural_name: str, worker: str = "EAGLE", **stats: Any) -> None:
         self.algorithm = algorithm
+        self.worker = worker
         self.engine_drafts = EngineDrafts(neural_name)
         super().__init__(
-            create_overlay_method(method, read_options(), self.engine_drafts),
+            create_overlay_method(method, read_options(), self.engine_drafts, worker),
             method=algorithm,
             logger=LOGGER_NAME,
             **stats,
@@ -91,9 +92,19 @@ class EagleOverlay(EngineDrafting):
                 tokens[torch.tensor(changed, device=tokens.device)] = new.to(tokens.device)
                 self.counters["overlaid_rows"] += len(changed)
         except Exception as error:  # noqa: BLE001 - the overlay's faults cost its choice, never the scheduler
-            self.guard.record_fault("the EAGLE overlay", error, "the head's drafts go to verify this step")
-            self._lengths.clear()
-            self.batch.stop_all()
+            self.guard.record_fault(f"the {self.worker} overlay", error, "SGLang's own drafts go to verify this step")
+            self.reset()
+
+    def after_draft(self, batch: Any, result: Any, with_topology: bool) -> Any:
+        """What an overlaid draft worker's ``draft`` returns: SGLang's ``result``, overlaid unless the batch is idle."""
+        if not batch.forward_mode.is_idle():
+            self.apply(batch, result[0] if with_topology else result)
+        return result
+
+    def reset(self) -> None:
+        """Forget every request (SGLang cleared its cache pool, or a fault left the requests' state unknown)."""
+        self._lengths.clear()
+        self.batch.stop_all()
 
 
 class _OverlaidDraftWorker(EagleDraftWorker):
@@ -102,10 +113,35 @@ class _OverlaidDraftWorker(EagleDraftWorker):
     overlay: EagleOverlay
 
     def draft(self, batch: Any, *, with_topology: bool = False) -> Any:
-        result = super().draft(batch, with_topology=with_topology)
-        if not batch.forward_mode.is_idle():
-            self.overlay.apply(batch, result[0] if with_topology else result)
-        return result
+        return self.overlay.after_draft(batch, super().draft(batch, with_topology=with_topology), with_topology)
+
+
+def install_overlay(worker: Any, server_args: Any, overlaid_class: type, worker_name: str) -> EagleOverlay | None:
+    """Overlay the method named by ``server_args`` on ``worker``'s draft worker (None on a PP stage that does not draft).
+
+    The one override: the draft worker's class becomes ``overlaid_class`` (a subclass of its own
+    whose ``draft`` runs SGLang's, then :meth:`EagleOverlay.after_draft`).
+    """
+    if worker._draft_worker is None:
+        return None
+    from specplug_adapters.sglang._config import overlay_algorithm_names
+
+    algorithm = str(server_args.speculative_algorithm).upper()
+    method, source = overlay_algorithm_names()[algorithm]
+    stats_file, stats_interval = read_stats_settings()
+    overlay = EagleOverlay(
+        algorithm,
+        method,
+        source,
+        worker=worker_name,
+        stats_file=stats_file,
+        stats_interval=stats_interval,
+        details={"engine": "SGLang", "num_draft_tokens": worker.speculative_num_draft_tokens},
+    )
+    worker._draft_worker.__class__ = overlaid_class
+    worker._draft_worker.overlay = overlay
+    log.info("specplug %s overlay on SGLang's %s drafts, options %s", method, worker_name, read_options())
+    return overlay
 
 
 class SpecplugEagleWorker(EAGLEWorkerV2):
@@ -113,30 +149,10 @@ class SpecplugEagleWorker(EAGLEWorkerV2):
 
     def __init__(self, server_args: Any, gpu_id: int, nccl_port: int, target_worker: Any) -> None:
         super().__init__(server_args, gpu_id, nccl_port, target_worker)
-        if self._draft_worker is None:  # not the PP stage that drafts
-            return
-        from specplug_adapters.sglang._config import eagle_algorithm_names
-
-        algorithm = str(server_args.speculative_algorithm).upper()
-        method, eagle3 = eagle_algorithm_names()[algorithm]
-        stats_file, stats_interval = read_stats_settings()
-        overlay = EagleOverlay(
-            algorithm,
-            method,
-            "eagle3" if eagle3 else "eagle",
-            stats_file=stats_file,
-            stats_interval=stats_interval,
-            details={"engine": "SGLang", "num_draft_tokens": self.speculative_num_draft_tokens},
-        )
-        # the one override: this instance's draft worker runs SGLang's draft, then the overlay
-        self._draft_worker.__class__ = _OverlaidDraftWorker
-        self._draft_worker.overlay = overlay
-        self.overlay = overlay
-        log.info("specplug %s overlay on SGLang's EAGLE drafts, options %s", method, read_options())
+        self.overlay = install_overlay(self, server_args, _OverlaidDraftWorker, "EAGLE")
 
     def clear_cache_pool(self) -> None:
         super().clear_cache_pool()
-        overlay = getattr(self, "overlay", None)
+        overlay = getattr(self, "overlay", None)  # None on a PP stage that does not draft
         if overlay is not None:
-            overlay.batch.stop_all()
-            overlay._lengths.clear()
+            overlay.reset()

@@ -2,7 +2,8 @@
 
 Each method is ``SPECPLUG_<METHOD>`` on SGLang's n-gram verify path; a method that composes the
 engine's own drafter (``hybrid``) is also ``SPECPLUG_<METHOD>_EAGLE`` and ``..._EAGLE3``, the
-overlay on SGLang's EAGLE worker.
+overlay on SGLang's EAGLE worker, and ``..._STANDALONE``, the overlay on its draft-model worker
+(``..._DFLASH`` and ``..._DSPARK`` are registered to be refused with SGLang's reason).
 
 SGLang runs every ``sglang.srt.plugins`` entry point before it parses arguments and again in
 each scheduler process, so :func:`register` is idempotent, and it never raises into SGLang:
@@ -27,7 +28,12 @@ from typing import Any
 from specplug import SpecplugError
 from specplug.engine import exit_on_mistake
 from specplug_adapters.sglang._compat import installed_sglang_version, version_problem
-from specplug_adapters.sglang._config import LOGGER_NAME, algorithm_names, eagle_algorithm_names
+from specplug_adapters.sglang._config import (
+    LOGGER_NAME,
+    algorithm_names,
+    overlay_algorithm_names,
+    refused_overlay_names,
+)
 
 __all__ = ["DISABLE_ENV", "register", "registered"]
 #: set to 0/false/off/no to keep the plugin from registering anything
@@ -59,8 +65,11 @@ def register() -> None:
             from specplug_adapters.sglang._spec import (
                 SpecplugEagle3SpecAlgo,
                 SpecplugEagleSpecAlgo,
+                SpecplugRefusedSpecAlgo,
                 SpecplugSpecAlgo,
+                SpecplugStandaloneSpecAlgo,
                 validate_eagle_server_args,
+                validate_refused_server_args,
                 validate_server_args,
             )
         except Exception:  # noqa: BLE001 - a plugin that raises here stops SGLang itself
@@ -71,9 +80,16 @@ def register() -> None:
             if problem:
                 log.warning("specplug: %s", problem)
         algorithms = {name: (SpecplugSpecAlgo, validate_server_args, _worker_factory) for name in algorithm_names()}
-        for name, (_, eagle3) in eagle_algorithm_names().items():
-            spec_class = SpecplugEagle3SpecAlgo if eagle3 else SpecplugEagleSpecAlgo
-            algorithms[name] = (spec_class, validate_eagle_server_args, _eagle_worker_factory)
+        overlays = {
+            "eagle": (SpecplugEagleSpecAlgo, _eagle_worker_factory),
+            "eagle3": (SpecplugEagle3SpecAlgo, _eagle_worker_factory),
+            "draft_model": (SpecplugStandaloneSpecAlgo, _standalone_worker_factory),
+        }
+        for name, (_, source) in overlay_algorithm_names().items():
+            spec_class, factory = overlays[source]
+            algorithms[name] = (spec_class, validate_eagle_server_args, factory)
+        for name in refused_overlay_names():
+            algorithms[name] = (SpecplugRefusedSpecAlgo, validate_refused_server_args, _refused_worker_factory)
         if not _hooked:
             try:
                 from sglang.srt.plugins.hook_registry import HookRegistry, HookType
@@ -117,13 +133,28 @@ def _eagle_worker_factory(server_args: Any) -> type:
     return SpecplugEagleWorker
 
 
+def _standalone_worker_factory(server_args: Any) -> type:
+    from specplug_adapters.sglang._standalone import SpecplugStandaloneWorker
+
+    return SpecplugStandaloneWorker
+
+
+def _refused_worker_factory(server_args: Any) -> type:
+    # SGLang validates before it builds a worker, so this is reached only if that order changes
+    from specplug_adapters.sglang._config import refuse_overlay
+
+    refuse_overlay(getattr(server_args, "speculative_algorithm", None))
+
+
 def _refuse_on_command_line(server_args: Any, *args: Any, **kwargs: Any) -> None:
     """After SGLang parsed a server's command line: a SPECPLUG_* configuration specplug refuses ends
     the start here, in one line with exit status 2 (SGLang's resolution would raise it later as a traceback)."""
     algorithm = getattr(server_args, "speculative_algorithm", None)
     key = algorithm.upper() if isinstance(algorithm, str) else None
-    if key in eagle_algorithm_names():
+    if key in overlay_algorithm_names():
         from specplug_adapters.sglang._spec import validate_eagle_server_args as validate
+    elif key in refused_overlay_names():
+        from specplug_adapters.sglang._spec import validate_refused_server_args as validate
     elif key in algorithm_names():
         from specplug_adapters.sglang._spec import validate_server_args as validate
     else:

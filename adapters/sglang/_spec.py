@@ -9,7 +9,11 @@ instead (the external-corpus API) stay NGRAM's own: specplug has no external cor
 
 The overlay algorithms (``SPECPLUG_<METHOD>_EAGLE``/``_EAGLE3``, a composing method over
 SGLang's EAGLE worker) answer as SGLang's EAGLE/EAGLE3 do (``is_eagle()`` true): SGLang's EAGLE
-worker, KV sizing and verify path run them (``SpecplugEagleSpecAlgo``).
+worker, KV sizing and verify path run them (``SpecplugEagleSpecAlgo``). ``SPECPLUG_<METHOD>_STANDALONE``
+answers as SGLang's STANDALONE (``is_standalone()`` true: a draft model with its own embedding and
+LM head, no hidden states carried; ``SpecplugStandaloneSpecAlgo``). The names over drafters the
+overlay cannot reach (``_DFLASH``, ``_DSPARK``) are registered only to be refused in one line
+(``SpecplugRefusedSpecAlgo``).
 """
 
 from __future__ import annotations
@@ -23,10 +27,13 @@ from specplug_adapters.sglang._config import DEFAULT_NUM_DRAFT_TOKENS, check_opt
 __all__ = [
     "SpecplugEagle3SpecAlgo",
     "SpecplugEagleSpecAlgo",
+    "SpecplugRefusedSpecAlgo",
     "SpecplugSpecAlgo",
+    "SpecplugStandaloneSpecAlgo",
     "apply_defaults",
     "apply_eagle_defaults",
     "validate_eagle_server_args",
+    "validate_refused_server_args",
     "validate_server_args",
 ]
 
@@ -140,6 +147,34 @@ class SpecplugEagle3SpecAlgo(SpecplugEagleSpecAlgo):
         return True
 
 
+class SpecplugStandaloneSpecAlgo(_SpecplugAlgo):
+    """A SPECPLUG_<METHOD>_STANDALONE algorithm: SGLang's STANDALONE scheduler paths and worker, the overlay
+    on its draft model's chains."""
+
+    def is_standalone(self) -> bool:
+        return True
+
+    def has_draft_kv(self) -> bool:
+        return True  # the draft model keeps its KV, as SGLang's STANDALONE
+
+    def carries_draft_hidden_states(self) -> bool:
+        return False  # a plain model drafts from tokens alone
+
+    def need_topk(self) -> bool:
+        return True
+
+    def get_platform_worker_cls(self) -> type | None:
+        return None  # an out-of-tree platform's worker would bypass the overlay
+
+    def handle_server_args(self, server_args: Any) -> None:
+        apply_eagle_defaults(server_args)
+
+
+class SpecplugRefusedSpecAlgo(_SpecplugAlgo):
+    """A composing method over a drafter the overlay cannot reach: registered so that SGLang's validation
+    hook refuses it with the reason (:func:`validate_refused_server_args`), never run."""
+
+
 def apply_eagle_defaults(server_args: Any) -> None:
     """What SGLang sets for its EAGLE, for a chain (top-k 1), with the overlap schedule off.
 
@@ -164,3 +199,10 @@ def validate_eagle_server_args(server_args: Any) -> None:
     from specplug_adapters.sglang._config import check_eagle_options
 
     check_eagle_options(server_args.speculative_algorithm, read_options(), server_args)
+
+
+def validate_refused_server_args(server_args: Any) -> None:
+    """SGLang's validation hook for the refused overlay names: always their one-line refusal."""
+    from specplug_adapters.sglang._config import refuse_overlay
+
+    refuse_overlay(server_args.speculative_algorithm)

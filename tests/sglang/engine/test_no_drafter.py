@@ -1,6 +1,7 @@
 """``SPECPLUG_HYBRID`` with no neural part, and its EAGLE overlay with no head, on the real model (no drafter
 of its own): refused before any SGLang process starts, in one line with exit status 2 from the server's
-command line, and as specplug's own error from ``sgl.Engine(...)``."""
+command line, and as specplug's own error from ``sgl.Engine(...)``; and the overlay over DFLASH, which
+SGLang's worker leaves nowhere to write, refused the same way."""
 
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ def expected(algorithm: str, model: str) -> str:
     return (f"specplug: error: {algorithm} drafts with the model's own drafter (MTP layers, an EAGLE head or a draft "
             f"model), but there is none for {model}: {CASES[algorithm]}; run SPECPLUG_HYBRID_EAGLE (or "
             "SPECPLUG_HYBRID_EAGLE3) with --speculative-draft-model-path HEAD (an EAGLE head; for a model with MTP "
-            "layers, the model's own path), or use a lookup algorithm that needs none: SPECPLUG_SUFFIX, or SPECPLUG_ADAPTIVE")
+            "layers, the model's own path), or SPECPLUG_HYBRID_STANDALONE with --speculative-draft-model-path DRAFT (a "
+            "smaller model with the target's vocabulary), or use a lookup algorithm that needs none: SPECPLUG_SUFFIX, "
+            "or SPECPLUG_ADAPTIVE")
 
 
 @pytest.mark.parametrize(("server", "algorithm"), [("launch_server", "SPECPLUG_HYBRID"),
@@ -48,6 +51,20 @@ def test_the_server_start_is_one_line_and_exit_status_2(sglang, model_dir, serve
     ours = [line for line in result.stderr.splitlines() if line.startswith("specplug:")]
     assert result.returncode == 2, result.stderr[-3000:]
     assert ours == [expected(algorithm, model_dir)], result.stderr[-3000:]
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_an_overlay_over_dflash_is_refused_at_server_start_in_one_line(sglang, model_dir):
+    from specplug_adapters.sglang import refused_overlay_names
+
+    command = [*SERVERS["launch_server"], "--model-path", model_dir, "--device", "cpu", "--port", str(free_port()),
+               "--speculative-algorithm", "SPECPLUG_HYBRID_DFLASH", "--speculative-draft-model-path", model_dir]
+    environ = {key: value for key, value in os.environ.items() if key != OPTIONS_ENV}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=START_S,
+                            env={**environ, "SGLANG_USE_CPU_ENGINE": "1"})
+    ours = [line for line in result.stderr.splitlines() if line.startswith("specplug:")]
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert ours == ["specplug: error: " + refused_overlay_names()["SPECPLUG_HYBRID_DFLASH"]], result.stderr[-3000:]
     assert "Traceback" not in result.stderr + result.stdout
 
 
