@@ -11,30 +11,6 @@ import json
 import sys
 
 
-def tiny_llama(model_dir: str, out_dir: str) -> None:
-    """A random Llama small enough for two CPU ranks (4 heads, 2 KV heads: any split of 2 divides them;
-    head_dim 64, the CPU attention's smallest) with ``model_dir``'s tokenizer."""
-    import shutil
-    from pathlib import Path
-
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048, tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, torch_dtype="float32",
-    )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
-    model.save_pretrained(out_dir, safe_serialization=True)
-    tokenizer.save_pretrained(out_dir)
-    for name in ("generation_config.json",):
-        if (Path(model_dir) / name).is_file():
-            shutil.copy(Path(model_dir) / name, Path(out_dir) / name)
-
-
 def main(model: str, spec: dict) -> dict:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt

@@ -2,8 +2,7 @@
 specplug's lookup methods and the hybrid overlay with costs learnt online give the plain run's greedy tokens,
 and every run ends within its timeout (ranks that disagree on the drafter's collectives would hang).
 
-The model is a random tiny Llama (4 attention heads, 2 KV heads) with SmolLM2's tokenizer: SmolLM2's 9
-heads do not split in two. Its greedy text repeats itself, so the lookups have drafts to verify."""
+The model is tests/tiny_llama.py's random Llama (SmolLM2's 9 heads do not split in two)."""
 
 from __future__ import annotations
 
@@ -26,7 +25,7 @@ MAX_TOKENS = 32
 def tiny_model(vllm_cpu, tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("tiny-llama")
     result = subprocess.run(
-        [sys.executable, "-c", f"from tests.vllm.engine.parallel_run import tiny_llama; tiny_llama({model_dir()!r}, {str(out)!r})"],
+        [sys.executable, "-c", f"from tests.tiny_llama import tiny_llama; tiny_llama({model_dir()!r}, {str(out)!r})"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-2000:]
