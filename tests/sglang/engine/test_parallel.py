@@ -13,19 +13,18 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from specplug.engine import read_stats
-from specplug.lab.local_server import ServerNotReady, free_port, wait_until_ready
+from specplug.lab.local_server import free_port
 from specplug_adapters.sglang import STATS_FILE_ENV, STATS_INTERVAL_ENV
 from tests.sglang.engine.conftest import PROMPTS, SAMPLING
 from tests.sglang.engine.eagle_head import make_sglang_eagle_head
 from tests.sglang.engine.test_server import STARTUP_S, _flags
+from tests.served import served
 
 #: one request's answer on a shared 2-core machine (a hang fails here)
 REQUEST_TIMEOUT_S = 600
@@ -42,29 +41,14 @@ def tiny_model(sglang, model_dir, tmp_path_factory) -> str:
     return str(out)
 
 
-@contextmanager
 def serving(model: str, parallel: list[str], speculative: list[str], stats: Path):
-    """``launch_server`` with ``parallel`` flags and the two cores split between its ranks; yields its URL."""
+    """``launch_server`` with ``parallel`` flags and the two cores split between its ranks (a context: its URL)."""
     port = free_port()
     command = [sys.executable, "-m", "sglang.launch_server", "--model-path", model, "--port", str(port), *parallel,
                *speculative, *_flags()]
     env = {**os.environ, STATS_FILE_ENV: str(stats / "stats-{pid}.json"), STATS_INTERVAL_ENV: "0",
            "SGLANG_CPU_OMP_THREADS_BIND": "0|1"}
-    with tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False) as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        try:
-            wait_until_ready(process, base + "/health", name="launch_server", timeout_s=STARTUP_S, log=log.name)
-        except ServerNotReady as error:
-            pytest.fail(str(error))
-        yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    return served(command, port, name="launch_server", log=stats / "server.log", env=env, timeout_s=STARTUP_S)
 
 
 def generate(base: str, prompt: str, custom_params: dict | None) -> dict:

