@@ -1,8 +1,12 @@
-"""``vllm serve --data-parallel-size 2`` on this CPU with specplug.suffix: both engines draft, and every
-request's greedy tokens equal the same request's with drafting turned off (``specplug_draft: off``)."""
+"""``vllm serve --data-parallel-size 2`` on this CPU with specplug.suffix, specplug.adaptive and the
+specplug.hybrid overlay over a draft model (the tiny model drafting for itself; the overlay runs the drafter's
+whole pass every step under data parallelism): both engines draft, and every request's greedy tokens equal the
+same request's with drafting turned off (``specplug_draft: off``; the overlay's draft-model drafts are verified
+either way, so there it checks the identity only)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -19,14 +23,21 @@ from tests.vllm.engine.test_parallel import MAX_TOKENS, PROMPTS, tiny_model  # n
 from tests.vllm.engine.test_server import STARTUP_S, get
 
 
-@pytest.fixture(scope="module")
-def server(tiny_model, tmp_path_factory):  # noqa: F811
+METHODS = ["specplug.suffix", "specplug.adaptive", "specplug.hybrid"]
+
+
+@pytest.fixture(scope="module", params=METHODS)
+def server(request, tiny_model, tmp_path_factory):  # noqa: F811
     cli = Path(sys.executable).parent / "vllm"
     port = free_port()
+    if request.param == "specplug.hybrid":
+        speculative = {"method": request.param, "neural": "draft_model", "model": tiny_model, "num_speculative_tokens": 3}
+    else:
+        speculative = {"method": request.param, "num_speculative_tokens": 4}
     command = [str(cli), "serve", tiny_model, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
                "--enforce-eager", "--max-model-len", "1024", "--max-num-seqs", "2", "--served-model-name", "tiny",
-               "--data-parallel-size", "2", "--spec-method", "specplug.suffix", "--spec-tokens", "4"]
-    with served(command, port, name="vllm serve (DP 2)", log=tmp_path_factory.mktemp("dp") / "server.log",
+               "--data-parallel-size", "2", "--speculative-config", json.dumps(speculative)]
+    with served(command, port, name=f"vllm serve (DP 2, {request.param})", log=tmp_path_factory.mktemp("dp") / "server.log",
                 env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, timeout_s=STARTUP_S, cwd=ROOT, new_session=True) as base:
         yield base
 
