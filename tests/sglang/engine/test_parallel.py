@@ -1,5 +1,6 @@
 """SGLang's own server under data and tensor parallelism on this CPU's two cores (``--dp 2``, ``--tp 2``; one
-core a rank through ``SGLANG_CPU_OMP_THREADS_BIND``): every scheduler process drafts with specplug, the ranks
+core a rank through ``SGLANG_CPU_OMP_THREADS_BIND``), with SPECPLUG_SUFFIX and SPECPLUG_HYBRID_EAGLE over a
+random-weight head: every scheduler process drafts with specplug, the ranks
 of one tensor-parallel group count the same drafts, and every request's greedy text equals the same request's
 with ``specplug_draft: off``. A server that does not answer within the timeouts (ranks that disagree on the
 drafter's collectives would hang) fails the test.
@@ -83,32 +84,40 @@ def rank_counters(stats: Path, ranks: int) -> list[dict]:
     return [read_stats(path)["counters"] for path in files]
 
 
-def test_data_parallel_engines_each_draft_and_match_undrafted_requests(model_dir, tmp_path):
-    speculative = ["--speculative-algorithm", "SPECPLUG_SUFFIX", "--speculative-num-draft-tokens", "6"]
-    with serving(model_dir, ["--dp", "2"], speculative, tmp_path) as base:
+def speculative_flags(algorithm: str, model: str, head_dir: Path) -> list[str]:
+    """The flags of ``algorithm``: the suffix lookup's width, or a random-weight EAGLE head for ``model``."""
+    if algorithm == "SPECPLUG_SUFFIX":
+        return ["--speculative-algorithm", algorithm, "--speculative-num-draft-tokens", "6"]
+    head = make_sglang_eagle_head(model, head_dir)
+    return ["--speculative-algorithm", algorithm, "--speculative-draft-model-path", str(head), "--speculative-num-steps", "3"]
+
+
+def assert_sources(counters: dict, algorithm: str) -> None:
+    assert counters.get("drafts.suffix", 0) > 0 and counters.get("faults", 0) == 0, counters
+    if algorithm == "SPECPLUG_HYBRID_EAGLE":
+        assert counters.get("drafts.eagle", 0) > 0 and counters.get("overlaid_rows", 0) > 0, counters
+
+
+@pytest.mark.parametrize("algorithm", ["SPECPLUG_SUFFIX", "SPECPLUG_HYBRID_EAGLE"])
+def test_data_parallel_engines_each_draft_and_match_undrafted_requests(model_dir, tmp_path, algorithm):
+    stats = tmp_path / "stats"
+    stats.mkdir()
+    with serving(model_dir, ["--dp", "2"], speculative_flags(algorithm, model_dir, tmp_path / "eagle-head"), stats) as base:
         drafted, undrafted = drafted_and_undrafted(base)
     assert_identical_and_drafted(drafted, undrafted)
-    for counters in rank_counters(tmp_path, 2):
-        assert counters.get("drafts.suffix", 0) > 0 and counters.get("faults", 0) == 0, counters
+    for counters in rank_counters(stats, 2):
+        assert_sources(counters, algorithm)
 
 
 @pytest.mark.parametrize("algorithm", ["SPECPLUG_SUFFIX", "SPECPLUG_HYBRID_EAGLE"])
 def test_tensor_parallel_ranks_draft_alike_and_match_undrafted_requests(tiny_model, tmp_path, algorithm):
-    speculative = ["--speculative-algorithm", algorithm]
-    if algorithm == "SPECPLUG_SUFFIX":
-        speculative += ["--speculative-num-draft-tokens", "6"]
-    else:
-        head = make_sglang_eagle_head(tiny_model, tmp_path / "eagle-head")
-        speculative += ["--speculative-draft-model-path", str(head), "--speculative-num-steps", "3"]
     stats = tmp_path / "stats"
     stats.mkdir()
-    with serving(tiny_model, ["--tp", "2"], speculative, stats) as base:
+    with serving(tiny_model, ["--tp", "2"], speculative_flags(algorithm, tiny_model, tmp_path / "eagle-head"), stats) as base:
         drafted, undrafted = drafted_and_undrafted(base)
     assert_identical_and_drafted(drafted, undrafted)
     first, second = rank_counters(stats, 2)
-    assert first.get("drafts.suffix", 0) > 0 and first.get("faults", 0) == 0, first
-    if algorithm == "SPECPLUG_HYBRID_EAGLE":
-        assert first.get("drafts.eagle", 0) > 0 and first.get("overlaid_rows", 0) > 0, first
+    assert_sources(first, algorithm)
     # the ranks of one group chose alike: the same drafts from each source, the same rows overlaid
     chosen = [key for key in first if key.startswith(("drafts.", "overlaid_rows", "off_rows", "capped_rows"))]
     assert all(first[key] == second.get(key) for key in chosen), (first, second)
