@@ -27,7 +27,7 @@ engine_rules() {
         local name=$1 neural=$2 split=$3
         shift 3
         "$SPECPLUG" bench "$@" --neural "$neural" --split "$split" --no-peers --no-engine-runs --batch-sizes "$SIZES" \
-            --engine-rules --tune-rules --tuned-rules "$OUT/engine-rules-tuned-$name.json" \
+            --engine-rules --tune-rules --tuned-rules "$OUT/engine-rules-tuned-$name.json" --warm \
             --json "$OUT/engine-rules-$name-$split.json" --batch-tables "$tmp/$name-$split.md" > /dev/null
     }
     sets=()
@@ -46,7 +46,9 @@ engine_rules() {
         echo "Modeled speedup over plain decoding under the llama-3.1-8b-h100 cost model, drafts of at most 8 tokens."
         echo "\`(tuned)\`: the rule's knobs chosen per batch size on the tune split of the same traces, every workload"
         echo "together (the settings are in docs/bench/engine-rules-tuned-*.json); \`best fixed\` and \`oracle\`: over"
-        echo "ngram, suffix and the neural drafter, with hindsight."
+        echo "ngram, suffix and the neural drafter, with hindsight. \`hybrid\` and \`adaptive\`: as a fresh server runs"
+        echo "them, from no statistics; \`(warm)\`: from the statistics each learnt over the other split's requests of the"
+        echo "same workload (what \`learnt_state\` keeps across a server's restarts; the lookups start empty)."
         for name in "${sets[@]}"; do
             for split in tune validation; do
                 echo

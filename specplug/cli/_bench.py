@@ -62,6 +62,12 @@ def bench_command(
         help="with --tune-rules: keep the tuned settings in this JSON file and reuse them while the traces, cost model, "
         "k and batch sizes are the same",
     ),
+    warm: bool = typer.Option(
+        False, "--warm",
+        help="with --split tune or validation: also replay each composite warm (a row NAME (warm)), starting from the "
+        "statistics it learnt over the other split's requests of the same workload, as a server that kept them in "
+        "learnt_state does",
+    ),
     batch_tables_path: Path = typer.Option(
         None, "--batch-tables", help="write one Markdown table per batch size (every row by workload, targets checked) here"
     ),
@@ -89,6 +95,8 @@ def bench_command(
         check_output("--json", json_path)
     if batch_tables_path:
         check_output("--batch-tables", batch_tables_path)
+    if warm and split not in ("tune", "validation"):
+        raise InvalidOptionError(f"--warm learns over the other split, and --split is {split!r}; give --split tune or --split validation")
     if tuned_rules_path and not tune_rules:
         raise InvalidOptionError("--tuned-rules keeps the settings of --tune-rules; give --tune-rules too")
     if markdown:
@@ -113,6 +121,8 @@ def bench_command(
     if synthetic:
         records += synthetic_traces()
     tune_half = split_records(records, "tune")  # engine rules are tuned on it whatever --split replays
+    # --warm: what the composites learn from before replaying the split
+    other_half = split_records(records, "validation" if split == "tune" else "tune") if warm else None
     records = split_records(records, split)
     if workload:
         known = sorted({record.workload for record in records})
@@ -121,6 +131,7 @@ def bench_command(
             raise InvalidOptionError(f"workload(s) {missing} are not in the traces; workloads: {', '.join(known)}")
         records = [record for record in records if record.workload in workload]
         tune_half = [record for record in tune_half if record.workload in workload]
+        other_half = None if other_half is None else [record for record in other_half if record.workload in workload]
     if lookup_bound is not None:
         _print_lookup_bound(records, comma_ints("--lookup-bound", lookup_bound, example="5,8,16", maximum=64), markdown)
         return
@@ -158,7 +169,7 @@ def bench_command(
 
         result = run_benchmark(
             records, methods, model, k=k, batch_sizes=sizes, oracle=oracle, best_fixed=best_fixed, engine_runs=engine_runs,
-            neural_alpha=neural_alpha, neural=neural, progress=tick, tuned_rules=tuned,
+            neural_alpha=neural_alpha, neural=neural, progress=tick, tuned_rules=tuned, warm_records=other_half,
         )
     print_table(result, console)
     failed = [row for row in result.rows if row.status != "ok"]

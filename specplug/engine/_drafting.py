@@ -343,7 +343,11 @@ class EngineDrafting:
         return control
 
     def close(self) -> None:
-        """Stop every tracked request and report the final counters."""
+        """Stop every tracked request, keep what a composite learnt (its ``learnt_state`` file) and
+        report the final counters."""
         self.batch.stop_all()
         self.requests.stop_all()
+        proposer = self.guard.proposer
+        if getattr(proposer, "keeps_learnt_state", False):
+            proposer.save_learnt_state()  # a failed write is logged there, never raised
         self.stats.report(force_log=True)

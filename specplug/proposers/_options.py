@@ -57,3 +57,12 @@ NeuralRequestWeight = Annotated[
         description="observations the pooled estimate of a neural part's acceptance is worth against a request's own counts (None: learnt from how much the finished requests differ, empirical Bayes; prior_weight until 8 have finished)",
     ),
 ]
+
+#: a file of the pooled statistics an earlier run learnt, read when built and kept up to date
+LearntStatePath = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        description="a file of the statistics pooled over the requests served: read when the method is built (if it exists), written every 16 finished requests, so that a restarted server starts with what it learnt (None: start from the prior)",
+    ),
+]

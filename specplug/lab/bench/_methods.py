@@ -35,7 +35,7 @@ from specplug.lab.bench._metered import Metered
 from specplug.lab.bench._neural import TraceNeuralProposer
 from specplug.lab.trace import TraceRecord
 
-__all__ = ["NEURAL", "BenchMethod", "Built", "build", "parse_method"]
+__all__ = ["NEURAL", "BenchMethod", "Built", "build", "is_composite", "parse_method"]
 
 #: the benchmark's name for the trace's neural drafter (a method, and a part of composites)
 NEURAL = "neural"
@@ -107,6 +107,12 @@ def parse_method(text: str) -> BenchMethod:
         else:
             create(name, **options)  # option mistakes are reported now, not as a failed row later
     return BenchMethod(label, name, options, peer)
+
+
+def is_composite(method: BenchMethod) -> bool:
+    """Whether ``method`` is one of specplug's composites (hybrid, adaptive): it learns statistics
+    that ``learnt_state`` keeps."""
+    return not (method.rule or method.peer or method.name == NEURAL) and _spec(method.name).capabilities.composite
 
 
 def _spec(name: str) -> MethodSpec:

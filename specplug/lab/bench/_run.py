@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from specplug.cost import CostModel
 from specplug.lab.bench._llamacpp import engine_rows
 from specplug.lab.bench._metered import Metered
-from specplug.lab.bench._methods import BenchMethod, build
+from specplug.lab.bench._methods import BenchMethod, build, is_composite
 from specplug.lab.bench._replay import StepLog, acceptance_table, modeled_times, oracle_replay, replay
 from specplug.lab.bench._result import BenchResult, Row
 from specplug.lab.bench._rules import tuned_label, tuned_rows
 from specplug.lab.trace import TraceRecord
 
-__all__ = ["BATCH_SIZES", "BEST_FIXED", "run_benchmark", "workloads_of"]
+__all__ = ["BATCH_SIZES", "BEST_FIXED", "run_benchmark", "warm_label", "workloads_of"]
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 #: the row of the best fixed (drafter, draft length), chosen per batch size with hindsight
@@ -73,6 +76,7 @@ def run_benchmark(
     neural: str = "draft-model",
     progress: Progress | None = None,
     tuned_rules: dict[str, dict[int, dict]] | None = None,
+    warm_records: Sequence[TraceRecord] | None = None,
 ) -> BenchResult:
     """Replay every method over every workload; a method that raises fails only its row.
 
@@ -83,7 +87,10 @@ def run_benchmark(
     ``head``; :func:`~specplug.lab.bench._neural.with_neural_column` makes the records, and the
     result keeps the name so its tables say which drafter they replayed. ``tuned_rules``: engine
     rules with a knob setting per batch size (:func:`~specplug.lab.bench._rules.tune_rules`),
-    each replayed as a row of its own.
+    each replayed as a row of its own. ``warm_records``: also replay every composite warm (a row
+    ``NAME (warm)``), starting from the statistics it learnt over these records of the same workload
+    (the other split), as a server that has served such traffic a while starts
+    (``learnt_state``).
     """
     groups = workloads_of(records)
     rows: list[Row] = []
@@ -91,6 +98,10 @@ def run_benchmark(
     for workload, group in groups.items():
         done = [_run_one(workload, group, method, cost, k, batch_sizes, neural_alpha, tick) for method in methods]
         rows += done
+        if warm_records is not None:
+            warm_group = workloads_of(warm_records).get(workload, [])
+            rows += [_run_warm(workload, group, warm_group, method, cost, k, batch_sizes, neural_alpha, tick)
+                     for method in methods if is_composite(method)]
         if tuned_rules:
             rows += tuned_rows(workload, group, tuned_rules, cost, k, batch_sizes, neural_alpha=neural_alpha, progress=tick)
         if engine_runs:
@@ -109,7 +120,10 @@ def run_benchmark(
                         row.oracle_share = {
                             b: row.speedup[b] / best.speedup[b] for b in batch_sizes if best.speedup.get(b)
                         }
-    names = [method.label for method in methods] + [tuned_label(name) for name in tuned_rules or {}]
+    names = [method.label for method in methods]
+    if warm_records is not None:
+        names += [warm_label(method.label) for method in methods if is_composite(method)]
+    names += [tuned_label(name) for name in tuned_rules or {}]
     names += sorted({row.method for row in rows if row.source == "llama-server"})
     return BenchResult(
         cost_model=getattr(cost, "name", type(cost).__name__),
@@ -163,6 +177,47 @@ def _run_one(
         return row
     except Exception as error:  # noqa: BLE001 - a failing proposer fails its row, not the benchmark
         tick(f"{workload}: {method.label} FAILED")
+        return _failed(row, error)
+
+
+def warm_label(label: str) -> str:
+    return f"{label} (warm)"
+
+
+def _run_warm(
+    workload: str,
+    group: list[TraceRecord],
+    warm_group: list[TraceRecord],
+    method: BenchMethod,
+    cost: CostModel,
+    k: int,
+    batch_sizes: Sequence[int],
+    neural_alpha: float,
+    tick: Progress,
+) -> Row:
+    """A composite replayed over ``group`` from the statistics it learnt replaying ``warm_group``
+    first, at each batch size (what it learns depends on what it chose to draft). Only the pooled
+    statistics carry over: the lookups start empty, so no request's text is seen twice."""
+    row = Row(workload, warm_label(method.label))
+    try:
+        if not warm_group:
+            raise ValueError(f"no requests of workload {workload!r} to learn from in the other split")
+        with tempfile.TemporaryDirectory(prefix="specplug-warm-") as folder:
+            for batch in batch_sizes:
+                path = os.path.join(folder, f"{batch}.npz")
+                learnt = replace(method, options={**method.options, "learnt_state": path})
+                learning = build(learnt, warm_group, cost, batch, neural_alpha)
+                replay(learning.proposer, learning.leaves, warm_group, k)
+                learning.proposer.save_learnt_state()  # type: ignore[attr-defined]
+                built = build(learnt, group, cost, batch, neural_alpha)
+                logs = replay(built.proposer, built.leaves, group, k)
+                row.speedup[batch] = _speedup(logs, cost, batch)
+                if batch == batch_sizes[0]:
+                    _figures(row, logs, with_micros=False)
+        tick(f"{workload}: {row.method}")
+        return row
+    except Exception as error:  # noqa: BLE001 - a failing proposer fails its row, not the benchmark
+        tick(f"{workload}: {row.method} FAILED")
         return _failed(row, error)
 
 

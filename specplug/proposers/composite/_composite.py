@@ -20,12 +20,14 @@ same. Subclasses declare their parts and how they choose (:class:`Choosing`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from specplug._batch import BatchDrafts, BatchStep, check_batch_drafts
+from specplug._errors import InvalidOptionError
 from specplug._drafts import Draft, RequestId, check_draft, draft_accepted
 from specplug._proposer import Proposer
 from specplug._cost._linear import CostModel, LinearCostModel
@@ -34,6 +36,7 @@ from specplug.proposers import _row_drafts
 from specplug.proposers.composite import _choice
 from specplug.proposers.composite._choose_step import choose_and_finish, choose_batch
 from specplug.proposers.composite._parts import BANDS, PositionStats, checked_batch_size, estimate, optimism, score_bands_of_rows
+from specplug.proposers.composite._learnt import LearntState
 from specplug.proposers.composite._pending import PendingTable
 from specplug.proposers._row_drafts import KernelLookup, RowDraft, RowDrafts, RowSlots
 from specplug.proposers.composite._step_times import linear_step_times
@@ -129,6 +132,7 @@ class CompositeProposer(Proposer):
         lookup_prior_weight: float | None = None,
         call_bound: float = 0.0,
         neural_request_weight: float | None = None,
+        learnt_state: str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__()
         self.parts = list(parts)
@@ -174,6 +178,12 @@ class CompositeProposer(Proposer):
         self._drafts = RowDrafts(positions, self.name, rows=0)
         self._pooled_drafted = np.zeros((tracks, BANDS, positions))
         self._pooled_accepted = np.zeros((tracks, BANDS, positions))
+        # the pooled counts an earlier run learnt, and where this one keeps them (_learnt)
+        self._learnt = None if learnt_state is None else LearntState(
+            learnt_state, self.name, [part.name for part in self.parts], self._pooled_drafted.shape
+        )
+        if self._learnt is not None and (counts := self._learnt.read()) is not None:
+            self._pooled_drafted[...], self._pooled_accepted[...] = counts
         self._no_times = np.zeros((1, len(_KINDS), 1))
         self._no_neurals = np.zeros(0, dtype=np.int64)
         self._no_pricing = (1, *_linear_coefficients(None, 1))  # without a cost model, or priced in Python: never read
@@ -246,6 +256,8 @@ class CompositeProposer(Proposer):
         self._rows.forget()
         self._drafts.stop(request_id, slot)
         self._free.append(slot)
+        if self._learnt is not None:
+            self._learnt.finished(self._pooled_drafted, self._pooled_accepted)
         errors = []
         for part in self.parts:
             try:
@@ -254,6 +266,19 @@ class CompositeProposer(Proposer):
                 errors.append(error)
         if errors:
             raise errors[0]
+
+    @property
+    def keeps_learnt_state(self) -> bool:
+        """Whether this composite was built with a ``learnt_state`` file."""
+        return self._learnt is not None
+
+    def save_learnt_state(self) -> None:
+        """Write the pooled counts to the ``learnt_state`` file now (as finished requests do every
+        ``SAVE_EVERY``); a composite built without one has nowhere to write them."""
+        if self._learnt is None:
+            raise InvalidOptionError(f"this {self.name} has no learnt_state file to write; build it with learnt_state=PATH")
+        with self._lock:
+            self._learnt.write(self._pooled_drafted, self._pooled_accepted)
 
     def _learn_spread(self, slot: int) -> None:
         """Count a finished request's neural acceptance (first draft position, its counts as the

@@ -38,7 +38,7 @@ from specplug._cost._linear import CostModel
 from specplug._cost._steps import checked_step_times
 from specplug.proposers.composite._composite import Choosing, CompositeProposer
 from specplug.proposers._options import (
-    CalibrationWeight, CallBound, LookupPriorWeight, MethodOptions, NeuralProbe, NeuralRequestWeight,
+    CalibrationWeight, CallBound, LearntStatePath, LookupPriorWeight, MethodOptions, NeuralProbe, NeuralRequestWeight,
 )
 from specplug.proposers.composite._parts import probes, resolved
 
@@ -66,6 +66,7 @@ class AdaptiveOptions(MethodOptions):
     call_bound: CallBound = 0.0
     calibration_weight: CalibrationWeight = 16.0
     neural_request_weight: NeuralRequestWeight = None
+    learnt_state: LearntStatePath = None
     half_life: float = Field(
         16.0, ge=0, le=1e6, allow_inf_nan=False, description="a request's own counts halve in weight every this many drafts of a candidate (0: never)"
     )
@@ -137,6 +138,7 @@ class AdaptiveProposer(CompositeProposer):
             lookup_prior_weight=options.lookup_prior_weight,
             call_bound=options.call_bound,
             neural_request_weight=options.neural_request_weight,
+            learnt_state=options.learnt_state,
         )
         if "neural" in self.kinds:
             self.draft_kind = "neural"

@@ -29,7 +29,9 @@ Two of its estimates are learnt from the traffic it serves: how far a request's 
 are trusted against the pooled ones (``neural_request_weight``, by default from how much the
 finished requests differ), and what a lookup's draft taken alone brings (``calibration_weight``:
 such drafts, taken or not, are scored apart, and what they realised over what was expected scales
-the lookup's estimate for that choice). docs/proposers.md says why.
+the lookup's estimate for that choice). docs/proposers.md says why. All it learns pools into
+per-position counts, which ``learnt_state = PATH`` keeps in a file, so that a restarted server
+starts from them rather than from the prior (``_learnt``).
 
 The cost-aware choice is the composite base's (``_choice.choose_rows``), shared with ``adaptive``;
 the base also runs the step for a whole batch at once (one kernel call for every row's choice).
@@ -54,7 +56,7 @@ from specplug._cost._linear import CostModel
 from specplug._cost._steps import checked_step_times
 from specplug.proposers.composite._composite import Choosing, CompositeProposer
 from specplug.proposers._options import (
-    CalibrationWeight, CallBound, LookupPriorWeight, MethodOptions, NeuralProbe, NeuralRequestWeight,
+    CalibrationWeight, CallBound, LearntStatePath, LookupPriorWeight, MethodOptions, NeuralProbe, NeuralRequestWeight,
 )
 from specplug.proposers.composite._parts import probes, resolved
 
@@ -79,6 +81,7 @@ class HybridOptions(MethodOptions):
     margin: float = Field(0.0, ge=-1024, le=1024, allow_inf_nan=False, description="without a cost model: the lookup wins when its expectation >= the neural one - margin")
     calibration_weight: CalibrationWeight = 16.0
     neural_request_weight: NeuralRequestWeight = None
+    learnt_state: LearntStatePath = None
     max_positions: int = Field(32, ge=1, le=1024, description="draft positions tracked")
     continue_with_lookup: bool = Field(True, description="extend a neural draft with the lookup's continuation where they agree")
     cost: CostModel | str | None = Field(
@@ -160,6 +163,7 @@ class HybridProposer(CompositeProposer):
             lookup_prior_weight=options.lookup_prior_weight,
             call_bound=options.call_bound,
             neural_request_weight=options.neural_request_weight,
+            learnt_state=options.learnt_state,
         )
 
     def acceptance(self, request_id: RequestId, lookup_band: int, *, optimistic: bool = True) -> tuple[np.ndarray, np.ndarray]:

@@ -138,3 +138,14 @@ def test_hybrid_cannot_run_as_a_plain_drafter():
 def test_specplug_method():
     assert specplug_method("specplug.adaptive") == "adaptive"
     assert specplug_method("suffix") is None and specplug_method(None) is None
+
+
+def test_learnt_state_reaches_the_method_and_a_foreign_file_fails_at_config_time(tmp_path):
+    path = tmp_path / "adaptive.npz"
+    spec, extra = translate({"method": "specplug.adaptive", "learnt_state": str(path)}, None, FIELDS)
+    assert extra["specplug"] == {"method": "adaptive", "learnt_state": str(path)}
+    adaptive = create_method(read_settings(extra))
+    assert adaptive.keeps_learnt_state
+    path.write_bytes(b"not a learnt state")
+    with pytest.raises(InvalidOptionError, match="is not a file of specplug's learnt statistics"):
+        translate({"method": "specplug.adaptive", "learnt_state": str(path)}, None, FIELDS)
