@@ -9,6 +9,8 @@ NGRAM, and specplug's algorithms, in interleaved rounds of one run.
         --eagle-head yuhuili/EAGLE-LLaMA3.1-Instruct-8B --only EAGLE SPECPLUG_HYBRID_EAGLE --width 4
     python scripts/gpu_check_sglang.py --model Qwen/Qwen3-8B --eagle-head AngelSlim/Qwen3-8B_eagle3 \\
         --eagle3 --only EAGLE SPECPLUG_HYBRID_EAGLE --width 4                      # an EAGLE-3 head
+    python scripts/gpu_check_sglang.py --model XiaomiMiMo/MiMo-7B-RL --nextn \\
+        --trust-remote-code --only EAGLE SPECPLUG_HYBRID_EAGLE --width 4           # the model's own MTP layers
 
 The prompts are the first user turns of the shipped code-edit prompt set (specplug.lab). Each
 configuration is one ``python -m sglang.launch_server`` started once (engine starts are slow) and
@@ -25,7 +27,9 @@ on the servers' path. Exit status 1 when an output differs; 2 when SGLang is mis
 
 With ``--eagle-head PATH`` (an EAGLE/EAGLE-3 head, or an MTP model's own path) two more
 configurations run: SGLang's ``EAGLE`` (``EAGLE3`` with ``--eagle3``) and specplug's hybrid over
-it, ``SPECPLUG_HYBRID_EAGLE`` (``_EAGLE3``), both as chains of ``--width - 1`` head steps. The
+it, ``SPECPLUG_HYBRID_EAGLE`` (``_EAGLE3``), both as chains of ``--width - 1`` head steps. With
+``--nextn`` those two run SGLang's ``NEXTN`` and ``SPECPLUG_HYBRID_NEXTN`` instead (under the same
+two labels), the draft being the model's own MTP layers (``--eagle-head`` defaults to ``--model``). The
 hybrid's own counters (drafts by source, ``overlaid_rows``: rows where the lookup's chain went to
 verify in the head's place, faults) are printed from its stats file; exit status 1 also when the
 overlay never ran, never overlaid a row, or faulted.
@@ -60,12 +64,12 @@ STARTUP_S = 600
 EAGLE_LABELS = ("EAGLE", "SPECPLUG_HYBRID_EAGLE")
 
 
-def _eagle_configs(head: str, eagle3: bool, width: int) -> dict[str, list[str]]:
+def _eagle_configs(head: str, drafter: str, width: int) -> dict[str, list[str]]:
+    """SGLang's ``drafter`` (EAGLE, EAGLE3 or NEXTN) and the hybrid over it, as chains of ``width - 1`` steps."""
     chain = ["--speculative-draft-model-path", head, "--speculative-eagle-topk", "1",
              "--speculative-num-steps", str(width - 1)]
-    suffix = "3" if eagle3 else ""
-    return {"EAGLE": ["--speculative-algorithm", "EAGLE" + suffix, *chain],
-            "SPECPLUG_HYBRID_EAGLE": ["--speculative-algorithm", "SPECPLUG_HYBRID_EAGLE" + suffix, *chain]}
+    return {"EAGLE": ["--speculative-algorithm", drafter, *chain],
+            "SPECPLUG_HYBRID_EAGLE": ["--speculative-algorithm", "SPECPLUG_HYBRID_" + drafter, *chain]}
 
 
 def _prompts(model: str, count: int) -> list[str]:
@@ -78,8 +82,10 @@ def _prompts(model: str, count: int) -> list[str]:
             for chat in first_user_turns("code-edit", count)]
 
 
-def _server_flags(device: str) -> list[str]:
+def _server_flags(device: str, trust_remote_code: bool = False) -> list[str]:
     flags = ["--log-level", "warning", "--sleep-on-idle"]  # an idle server must not take the CPU from a busy one
+    if trust_remote_code:  # checkpoints whose config class ships with them (MiMo's)
+        flags.append("--trust-remote-code")
     if device == "cpu":
         flags += ["--device", "cpu", "--attention-backend", "torch_native", "--dtype", "float32",
                   "--mem-fraction-static", "0.2", "--max-total-tokens", "8192", "--max-running-requests", "4",
@@ -98,12 +104,12 @@ class Server:
     """One ``launch_server`` of one configuration, kept for every round."""
 
     def __init__(self, label: str, flags: list[str], model: str, device: str, width: int,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, trust_remote_code: bool = False) -> None:
         self.label = label
         self.port = free_port()
         spec = ["--speculative-num-draft-tokens", str(width)] if flags else []
         command = [sys.executable, "-m", "sglang.launch_server", "--model-path", model, "--port", str(self.port),
-                   *flags, *spec, *_server_flags(device)]
+                   *flags, *spec, *_server_flags(device, trust_remote_code)]
         self.log = tempfile.NamedTemporaryFile("w+", prefix="sglang-bench-", suffix=".log", delete=False)
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT,
                                         env={**os.environ, **(env or {})})
@@ -155,6 +161,9 @@ def main() -> int:
                         help="configurations to run (plain always runs)")
     parser.add_argument("--eagle-head", help="an EAGLE head (or an MTP model's own path): adds EAGLE and the hybrid over it")
     parser.add_argument("--eagle3", action="store_true", help="the head is an EAGLE-3 head")
+    parser.add_argument("--nextn", action="store_true",
+                        help="draft with the model's own MTP layers: SGLang's NEXTN and SPECPLUG_HYBRID_NEXTN")
+    parser.add_argument("--trust-remote-code", action="store_true", help="passed to every server (MiMo needs it)")
     parser.add_argument("--json", type=Path, help="also write every round's figures here")
     args = parser.parse_args()
     if args.device == "cpu":
@@ -171,11 +180,16 @@ def main() -> int:
         print(f"--prompts {args.prompts} x --rounds {args.rounds} needs {args.prompts * args.rounds} prompts; "
               f"the code-edit set has {len(prompts)}", file=sys.stderr)
         return 2
+    if args.nextn and args.eagle3:
+        print("--nextn and --eagle3 exclude each other: give one drafter", file=sys.stderr)
+        return 2
     configs = dict(CONFIGS)
-    if args.eagle_head:
-        configs.update(_eagle_configs(args.eagle_head, args.eagle3, args.width))
+    if args.nextn:
+        configs.update(_eagle_configs(args.eagle_head or args.model, "NEXTN", args.width))
+    elif args.eagle_head:
+        configs.update(_eagle_configs(args.eagle_head, "EAGLE3" if args.eagle3 else "EAGLE", args.width))
     elif args.only and set(args.only) & set(EAGLE_LABELS):
-        print(f"{' and '.join(EAGLE_LABELS)} need --eagle-head", file=sys.stderr)
+        print(f"{' and '.join(EAGLE_LABELS)} need --eagle-head or --nextn", file=sys.stderr)
         return 2
     labels = ["plain", *[label for label in configs if label != "plain" and (not args.only or label in args.only)]]
     stats_dir = Path(tempfile.mkdtemp(prefix="specplug-sglang-stats-"))
@@ -185,7 +199,7 @@ def main() -> int:
         for label in labels:  # one at a time: starts compete for the CPU
             env = {"SPECPLUG_SGLANG_STATS_FILE": str(stats_dir / f"{label}-{{pid}}.json"),
                    "SPECPLUG_SGLANG_STATS_INTERVAL": "0"}
-            server = Server(label, configs[label], args.model, args.device, args.width, env)
+            server = Server(label, configs[label], args.model, args.device, args.width, env, args.trust_remote_code)
             servers.append(server)
             server.wait()
             server.run(prompts[:1], 8)  # warm-up
@@ -232,7 +246,8 @@ def _report_overlay(stats_dir: Path) -> int:
     for path in files:
         counters = json.loads(path.read_text())["counters"]
         print(f"SPECPLUG_HYBRID_EAGLE counters ({path.name}): " + ", ".join(f"{k} {v}" for k, v in sorted(counters.items())))
-        if not counters.get("overlaid_rows") or not any(k.startswith("drafts.eagle") for k in counters):
+        head_drafts = any(k.startswith("drafts.eagle") or k == "drafts.mtp" for k in counters)
+        if not counters.get("overlaid_rows") or not head_drafts:
             print("the overlay never put a lookup chain in the head's place, or never saw the head's drafts", file=sys.stderr)
             status = 1
         if counters.get("faults"):

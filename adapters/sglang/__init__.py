@@ -10,7 +10,8 @@ With specplug installed next to SGLang, its general plugin (:func:`register`, en
 
 The algorithms run on SGLang's n-gram verify path (:class:`SpecplugSpecAlgo`), drafting with
 :class:`SpecplugWorker`; a method that composes the model's own drafter (``hybrid``) also runs
-over SGLang's EAGLE worker as ``SPECPLUG_HYBRID_EAGLE``/``_EAGLE3`` (:class:`SpecplugEagleWorker`,
+over SGLang's EAGLE worker as ``SPECPLUG_HYBRID_EAGLE``/``_EAGLE3`` (and ``_NEXTN``, the model's own MTP
+layers as the draft; :class:`SpecplugEagleWorker`,
 its lookup drafts overlaid on the head's by :class:`EagleOverlay`) and over its draft-model worker as
 ``SPECPLUG_HYBRID_STANDALONE`` (:class:`SpecplugStandaloneWorker`); the request lifecycle,
 fault isolation and counters are the engine layer's (:mod:`specplug.engine`). Importing this package imports no SGLang.
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from specplug_adapters.sglang._spec import (
         SpecplugEagle3SpecAlgo,
         SpecplugEagleSpecAlgo,
+        SpecplugNextnSpecAlgo,
         SpecplugRefusedSpecAlgo,
         SpecplugSpecAlgo,
         SpecplugStandaloneSpecAlgo,
@@ -72,6 +74,7 @@ __all__ = [
     "SpecplugEagle3SpecAlgo",
     "SpecplugEagleSpecAlgo",
     "SpecplugEagleWorker",
+    "SpecplugNextnSpecAlgo",
     "SpecplugRefusedSpecAlgo",
     "SpecplugSpecAlgo",
     "SpecplugStandaloneSpecAlgo",
@@ -99,6 +102,7 @@ __getattr__ = lazy_attributes(__name__, {
     "SpecplugEagle3SpecAlgo": "specplug_adapters.sglang._spec",
     "SpecplugEagleSpecAlgo": "specplug_adapters.sglang._spec",
     "SpecplugEagleWorker": "specplug_adapters.sglang._eagle",
+    "SpecplugNextnSpecAlgo": "specplug_adapters.sglang._spec",
     "SpecplugRefusedSpecAlgo": "specplug_adapters.sglang._spec",
     "SpecplugSpecAlgo": "specplug_adapters.sglang._spec",
     "SpecplugStandaloneSpecAlgo": "specplug_adapters.sglang._spec",

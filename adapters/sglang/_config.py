@@ -71,8 +71,9 @@ def algorithm_names() -> dict[str, str]:
 
 
 #: SGLang's drafter an overlay name ends with -> the draft source the composing method sees
-#: (STANDALONE, a draft model, runs on a subclass of the EAGLE worker: same draft step, same verify)
-OVERLAY_DRAFTERS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "STANDALONE": "draft_model"}
+#: (STANDALONE, a draft model, runs on a subclass of the EAGLE worker: same draft step, same verify;
+#: NEXTN, a model's own MTP layers, is SGLang's alias of EAGLE with the model's own path as the draft)
+OVERLAY_DRAFTERS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "NEXTN": "mtp", "STANDALONE": "draft_model"}
 #: SGLang's drafters the overlay cannot reach, and why (a clause each, from SGLang 0.5.23's workers)
 REFUSED_DRAFTERS = {
     "DFLASH": "SGLang's DFLASH worker (DFlashWorkerV2) drafts its block, builds the verify input and verifies it "
@@ -87,8 +88,9 @@ def overlay_algorithm_names() -> dict[str, tuple[str, str]]:
 
     A method that composes the engine's own drafter (``hybrid``, or a plugin's composite) runs
     over SGLang's EAGLE worker as ``SPECPLUG_<METHOD>_EAGLE`` (EAGLE-1 heads and MTP layers) and
-    ``SPECPLUG_<METHOD>_EAGLE3`` (EAGLE-3 heads), and over its STANDALONE worker (a draft model)
-    as ``SPECPLUG_<METHOD>_STANDALONE``.
+    ``SPECPLUG_<METHOD>_EAGLE3`` (EAGLE-3 heads), as ``SPECPLUG_<METHOD>_NEXTN`` over the same
+    worker with the model's own MTP layers as the draft (what SGLang's NEXTN is), and over its
+    STANDALONE worker (a draft model) as ``SPECPLUG_<METHOD>_STANDALONE``.
 
     >>> overlay_algorithm_names()["SPECPLUG_HYBRID_STANDALONE"]
     ('hybrid', 'draft_model')
@@ -153,7 +155,8 @@ def check_eagle_options(algorithm: str, options: Mapping[str, Any], server_args:
         raise UnknownMethodError(algorithm, sorted(names))
     method, source = names[key]
     worker = "STANDALONE" if source == "draft_model" else "EAGLE"
-    if not getattr(server_args, "speculative_draft_model_path", None):
+    # NEXTN drafts with the model's own MTP layers: no draft path means the model's (apply_nextn_defaults)
+    if source != "mtp" and not getattr(server_args, "speculative_draft_model_path", None):
         raise _no_drafter(key, method, getattr(server_args, "model_path", None),
                           f"SGLang's {worker} worker is given no --speculative-draft-model-path")
     attn_dp_size = getattr(server_args, "attn_dp_size", None)
@@ -252,7 +255,7 @@ def _no_drafter(algorithm: str, method: str, model: str | None, why: str) -> spe
         model or "the model",
         why=why,
         give=f"run {overlay} (or {overlay}3) with --speculative-draft-model-path HEAD (an EAGLE head; for a model with "
-             f"MTP layers, the model's own path), or {_algorithm(method)}_STANDALONE with --speculative-draft-model-path "
+             f"MTP layers, {_algorithm(method)}_NEXTN), or {_algorithm(method)}_STANDALONE with --speculative-draft-model-path "
              "DRAFT (a smaller model with the target's vocabulary)",
         lookups=f"use a lookup algorithm that needs none: {_algorithm('suffix')}, or {_algorithm('adaptive')}",
     )

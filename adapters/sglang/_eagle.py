@@ -1,6 +1,6 @@
 """A composing method (``hybrid``) over SGLang's own EAGLE/MTP worker: lookup drafts overlaid on the head's.
 
-``SPECPLUG_<METHOD>_EAGLE`` (and ``_EAGLE3`` for EAGLE-3 heads) runs SGLang's ``EAGLEWorkerV2``
+``SPECPLUG_<METHOD>_EAGLE`` (``_EAGLE3`` for EAGLE-3 heads, ``_NEXTN`` for a model's own MTP layers) runs SGLang's ``EAGLEWorkerV2``
 as it is (``_STANDALONE`` its subclass for a draft model, adapters/sglang/_standalone.py): the head drafts, the target verifies, the head extends over what was accepted. One
 method is overridden, the draft worker's ``draft(batch) -> EagleVerifyInput``; after SGLang has
 built the step's verify input, :class:`EagleOverlay` hands each request's EAGLE chain to the

@@ -1,8 +1,8 @@
 """SGLang's general plugin: one SPECPLUG_* speculative algorithm per specplug method.
 
 Each method is ``SPECPLUG_<METHOD>`` on SGLang's n-gram verify path; a method that composes the
-engine's own drafter (``hybrid``) is also ``SPECPLUG_<METHOD>_EAGLE`` and ``..._EAGLE3``, the
-overlay on SGLang's EAGLE worker, and ``..._STANDALONE``, the overlay on its draft-model worker
+engine's own drafter (``hybrid``) is also ``SPECPLUG_<METHOD>_EAGLE``, ``..._EAGLE3`` and ``..._NEXTN``
+(the model's own MTP layers), the overlay on SGLang's EAGLE worker, and ``..._STANDALONE``, the overlay on its draft-model worker
 (``..._DFLASH`` and ``..._DSPARK`` are registered to be refused with SGLang's reason).
 
 SGLang runs every ``sglang.srt.plugins`` entry point before it parses arguments and again in
@@ -65,6 +65,7 @@ def register() -> None:
             from specplug_adapters.sglang._spec import (
                 SpecplugEagle3SpecAlgo,
                 SpecplugEagleSpecAlgo,
+                SpecplugNextnSpecAlgo,
                 SpecplugRefusedSpecAlgo,
                 SpecplugSpecAlgo,
                 SpecplugStandaloneSpecAlgo,
@@ -83,6 +84,7 @@ def register() -> None:
         overlays = {
             "eagle": (SpecplugEagleSpecAlgo, _eagle_worker_factory),
             "eagle3": (SpecplugEagle3SpecAlgo, _eagle_worker_factory),
+            "mtp": (SpecplugNextnSpecAlgo, _eagle_worker_factory),  # NEXTN: SGLang's EAGLE worker over MTP layers
             "draft_model": (SpecplugStandaloneSpecAlgo, _standalone_worker_factory),
         }
         for name, (_, source) in overlay_algorithm_names().items():

@@ -9,7 +9,8 @@ instead (the external-corpus API) stay NGRAM's own: specplug has no external cor
 
 The overlay algorithms (``SPECPLUG_<METHOD>_EAGLE``/``_EAGLE3``, a composing method over
 SGLang's EAGLE worker) answer as SGLang's EAGLE/EAGLE3 do (``is_eagle()`` true): SGLang's EAGLE
-worker, KV sizing and verify path run them (``SpecplugEagleSpecAlgo``). ``SPECPLUG_<METHOD>_STANDALONE``
+worker, KV sizing and verify path run them (``SpecplugEagleSpecAlgo``); ``SPECPLUG_<METHOD>_NEXTN`` is
+the same with the model's own path as the draft, as SGLang's NEXTN (``SpecplugNextnSpecAlgo``). ``SPECPLUG_<METHOD>_STANDALONE``
 answers as SGLang's STANDALONE (``is_standalone()`` true: a draft model with its own embedding and
 LM head, no hidden states carried; ``SpecplugStandaloneSpecAlgo``). The names over drafters the
 overlay cannot reach (``_DFLASH``, ``_DSPARK``) are registered only to be refused in one line
@@ -27,11 +28,13 @@ from specplug_adapters.sglang._config import DEFAULT_NUM_DRAFT_TOKENS, check_opt
 __all__ = [
     "SpecplugEagle3SpecAlgo",
     "SpecplugEagleSpecAlgo",
+    "SpecplugNextnSpecAlgo",
     "SpecplugRefusedSpecAlgo",
     "SpecplugSpecAlgo",
     "SpecplugStandaloneSpecAlgo",
     "apply_defaults",
     "apply_eagle_defaults",
+    "apply_nextn_defaults",
     "validate_eagle_server_args",
     "validate_refused_server_args",
     "validate_server_args",
@@ -147,6 +150,13 @@ class SpecplugEagle3SpecAlgo(SpecplugEagleSpecAlgo):
         return True
 
 
+class SpecplugNextnSpecAlgo(SpecplugEagleSpecAlgo):
+    """A SPECPLUG_<METHOD>_NEXTN algorithm: as SPECPLUG_<METHOD>_EAGLE, the draft being the model's own MTP layers."""
+
+    def handle_server_args(self, server_args: Any) -> None:
+        apply_nextn_defaults(server_args)
+
+
 class SpecplugStandaloneSpecAlgo(_SpecplugAlgo):
     """A SPECPLUG_<METHOD>_STANDALONE algorithm: SGLang's STANDALONE scheduler paths and worker, the overlay
     on its draft model's chains."""
@@ -192,6 +202,16 @@ def apply_eagle_defaults(server_args: Any) -> None:
         server_args.max_running_requests = _DEFAULT_MAX_RUNNING_REQUESTS
     server_args.enable_mixed_chunk = False
     server_args.disable_overlap_schedule = True
+
+
+def apply_nextn_defaults(server_args: Any) -> None:
+    """What SGLang does for its NEXTN (an alias of EAGLE): the draft is the model's own checkpoint, whose MTP
+    layers SGLang loads as the draft model (DeepSeek-V3 as ``DeepseekV3ForCausalLMNextN``, MiMo as ``MiMoMTP``,
+    ...); then the EAGLE defaults. A draft path given on the command line is kept."""
+    if not server_args.speculative_draft_model_path:
+        server_args.speculative_draft_model_path = server_args.model_path
+        server_args.speculative_draft_model_revision = getattr(server_args, "revision", None)
+    apply_eagle_defaults(server_args)
 
 
 def validate_eagle_server_args(server_args: Any) -> None:

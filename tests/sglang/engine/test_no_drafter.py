@@ -34,7 +34,7 @@ def expected(algorithm: str, model: str) -> str:
     return (f"specplug: error: {algorithm} drafts with the model's own drafter (MTP layers, an EAGLE head or a draft "
             f"model), but there is none for {model}: {CASES[algorithm]}; run SPECPLUG_HYBRID_EAGLE (or "
             "SPECPLUG_HYBRID_EAGLE3) with --speculative-draft-model-path HEAD (an EAGLE head; for a model with MTP "
-            "layers, the model's own path), or SPECPLUG_HYBRID_STANDALONE with --speculative-draft-model-path DRAFT (a "
+            "layers, SPECPLUG_HYBRID_NEXTN), or SPECPLUG_HYBRID_STANDALONE with --speculative-draft-model-path DRAFT (a "
             "smaller model with the target's vocabulary), or use a lookup algorithm that needs none: SPECPLUG_SUFFIX, "
             "or SPECPLUG_ADAPTIVE")
 
