@@ -186,8 +186,8 @@ def mtp_model(folder: Path, tokenizer_dir: str, seed: int = 0) -> str:
     """A small random MiMo (Qwen2 layers plus one MTP layer, ``MiMoForCausalLM``): a target that
     carries its own MTP drafter, with ``tokenizer_dir``'s tokenizer. vLLM's target loader drops the
     ``mtp_layers`` and its MTP drafter (``MiMoMTP``) loads them with the shared embedding and LM head.
-    Two heads of 64 (the CPU attention's smallest head size); its greedy text repeats itself, so the
-    lookups have drafts to verify."""
+    Two heads of 64 (the CPU attention's smallest head size); its greedy text repeats itself in places
+    (on the test prompts), so the lookups have drafts to verify."""
     import shutil
 
     import torch

@@ -1,13 +1,19 @@
-"""``specplug.hybrid`` over vLLM's parallel drafters in the real V1 model runner (vLLM's CPU build).
+"""``specplug.hybrid`` over each of vLLM's neural drafters in the real V1 model runner (vLLM's CPU build).
 
-P-EAGLE (``parallel_drafting: true`` on an EAGLE-3 head): all K draft tokens come from one forward
-over K masked slots, so the overlay asks vLLM's drafter for K whenever it runs it, and its ``fill``
-runs as ``full`` (adapters/vllm/_neural.py). The head is random-weight of the test model's shapes
-(tests/vllm/engine/_heads.py): vLLM builds and runs it, and the lookup's drafts are the accepted
-ones. DFlash (a block of K masked queries after the bonus token, one forward; vLLM sets
-``parallel_drafting`` itself) over a random-weight head of Qwen3 layers reading three of the
-target's layers, the same way. Medusa and PARD are checked by the contract tests
-(tests/vllm/contract/test_neural_drafters.py) and on a GPU by scripts/gpu_check_vllm_hybrid.py.
+No trained drafter but the EAGLE head (tests/vllm/engine/test_hybrid.py) exists for the test model, so
+each drafter here is random-weight, of the test model's shapes (tests/vllm/engine/_heads.py): vLLM
+builds and runs it, its drafts reach the overlay, and the lookup's drafts are the accepted ones. Each
+run is greedy-identical to plain decoding, and what the overlay ran of the drafter on steps no row took
+its draft follows the drafter's kind (adapters/vllm/_neural.py):
+
+- sequential, with a cache (EAGLE-3, MTP): its first forward only (``fill``);
+- parallel (P-EAGLE: ``parallel_drafting`` on an EAGLE-3 head; PARD: on a draft model; DFlash, a block
+  of K masked queries after the bonus token): its first forward is its whole draft, so ``fill`` runs as
+  ``full`` and it is always asked for K;
+- Medusa (K heads over the target's last hidden state, no cache): ``fill`` is a ``skip``.
+
+MTP needs a target with MTP layers: a small random MiMo (Qwen2 + one MTP layer) is both the target
+and its drafter, compared with itself undrafted.
 """
 
 from __future__ import annotations
