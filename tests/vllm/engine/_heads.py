@@ -214,8 +214,11 @@ def mtp_model(folder: Path, tokenizer_dir: str, seed: int = 0) -> str:
         tensors.update(_decoder_layer(f"model.layers.{layer}.", config, weight, qkv_bias=True))
     mtp = "model.mtp_layers.0."
     tensors.update(_decoder_layer(mtp, config, weight, qkv_bias=True))
-    tensors.update({mtp + "token_layernorm.weight": torch.ones(hidden), mtp + "hidden_layernorm.weight": torch.ones(hidden),
-                    mtp + "final_layernorm.weight": torch.ones(hidden), mtp + "input_proj.weight": weight(hidden, 2 * hidden)})
+    # the MTP layer's own parts: norms of the token's embedding and the target's hidden state, their
+    # projection side by side, and a norm after its decoder layer
+    for norm in ("token_layernorm", "hidden_layernorm", "final_layernorm"):
+        tensors[f"{mtp}{norm}.weight"] = torch.ones(hidden)
+    tensors[mtp + "input_proj.weight"] = weight(hidden, 2 * hidden)
     folder.mkdir(parents=True, exist_ok=True)
     save_file({name: tensor.contiguous() for name, tensor in tensors.items()}, str(folder / "model.safetensors"))
     (folder / "config.json").write_text(json.dumps(config, indent=1))
