@@ -27,115 +27,99 @@ from tests.vllm.engine.test_hybrid import drafted
 K = 3
 
 
+def hybrid_run(speculative: dict, chats, stats_path, **overrides) -> tuple[Run, dict, dict]:
+    """One generation under ``speculative``: its run, the overlay's counters, and vLLM's resolved method."""
+    with engine(speculative, {"specplug": {"stats_file": str(stats_path), "stats_interval": 0}}, **overrides) as llm:
+        spec = llm.llm_engine.vllm_config.speculative_config
+        resolved = {"method": spec.method, "parallel_drafting": spec.parallel_drafting,
+                    "unpadded": spec.disable_padded_drafter_batch}
+        run = generate(llm, chats)
+    counters = read_stats(stats_path)["counters"]
+    print(f"{resolved}: {run.metrics} drafts by source {drafted(counters)}, passes "
+          f"{ {key: value for key, value in counters.items() if key.startswith('neural_pass.')} }")
+    return run, counters, resolved
+
+
+def assert_composed(reference: Run, run: Run, counters: dict, source: str, label: str) -> None:
+    """Greedy output unchanged, no fault, both parts drafted, and drafts accepted (the lookup's: a
+    random-weight drafter's are next to never)."""
+    assert_same_output(reference, run, f"specplug.hybrid over {label}")
+    assert counters.get("faults", 0) == 0, counters
+    sources = drafted(counters)
+    assert sources.get(source, 0) > 0 and sources.get("suffix", 0) > 0, sources
+    assert run.metrics["spec_decode_num_accepted_tokens"] > 0, run.metrics
+
+
+def assert_fill_runs_full(counters: dict) -> None:
+    """A parallel drafter's fill costs its whole draft: the overlay ran it as the full pass, never a fill."""
+    assert counters.get("neural_pass.fill", 0) == 0 and counters.get("neural_pass.full", 0) > 0, counters
+
+
+def assert_fill_runs_first_forward(counters: dict) -> None:
+    """A sequential drafter drafted where a row took its draft, and only kept its cache filled where none did."""
+    assert counters.get("neural_pass.full", 0) > 0 and counters.get("neural_pass.fill", 0) > 0, counters
+
+
 def test_hybrid_over_a_parallel_eagle3_head(plain, chats, stats_path, tmp_path):
     head = eagle3_head(tmp_path / "p-eagle", model_dir(), parallel=True)
     speculative = {"method": "specplug.hybrid", "neural": "eagle3", "model": head, "parallel_drafting": True,
                    "num_speculative_tokens": K}
-    with engine(speculative, {"specplug": {"stats_file": str(stats_path), "stats_interval": 0}}) as llm:
-        spec = llm.llm_engine.vllm_config.speculative_config
-        assert (spec.method, spec.parallel_drafting) == ("eagle3", True)
-        run = generate(llm, chats)
-    assert_same_output(plain, run, "specplug.hybrid over a parallel EAGLE-3 head")
-    stats = read_stats(stats_path)
-    counters, sources = stats["counters"], drafted(stats["counters"])
-    print(f"hybrid over P-EAGLE: {run.metrics} drafts by source {sources}")
-    assert counters.get("faults", 0) == 0, stats
-    # both parts drafted, and the lookup's drafts were accepted (a random head's are next to never)
-    assert sources.get("eagle3", 0) > 0 and sources.get("suffix", 0) > 0, sources
-    assert run.metrics["spec_decode_num_accepted_tokens"] > 0, run.metrics
-    # a parallel drafter's fill costs its whole draft: the overlay ran it as the full pass, never a fill
-    assert counters.get("neural_pass.fill", 0) == 0 and counters["neural_pass.full"] > 0, counters
+    run, counters, resolved = hybrid_run(speculative, chats, stats_path)
+    assert (resolved["method"], resolved["parallel_drafting"]) == ("eagle3", True), resolved
+    assert_composed(plain, run, counters, "eagle3", "a parallel EAGLE-3 head")
+    assert_fill_runs_full(counters)
 
 
 def test_hybrid_over_a_dflash_head(plain, chats, stats_path, tmp_path):
     head = dflash_head(tmp_path / "dflash", model_dir(), block=K + 1)
     speculative = {"method": "specplug.hybrid", "neural": "dflash", "model": head, "num_speculative_tokens": K}
-    with engine(speculative, {"specplug": {"stats_file": str(stats_path), "stats_interval": 0}}) as llm:
-        spec = llm.llm_engine.vllm_config.speculative_config
-        assert (spec.method, spec.parallel_drafting) == ("dflash", True)
-        run = generate(llm, chats)
-    assert_same_output(plain, run, "specplug.hybrid over a DFlash head")
-    stats = read_stats(stats_path)
-    counters, sources = stats["counters"], drafted(stats["counters"])
-    print(f"hybrid over DFlash: {run.metrics} drafts by source {sources}")
-    assert counters.get("faults", 0) == 0, stats
-    assert sources.get("dflash", 0) > 0 and sources.get("suffix", 0) > 0, sources
-    assert run.metrics["spec_decode_num_accepted_tokens"] > 0, run.metrics
-    assert counters.get("neural_pass.fill", 0) == 0 and counters["neural_pass.full"] > 0, counters
-
-
-def test_hybrid_over_an_eagle3_head(plain, chats, stats_path, tmp_path):
-    """EAGLE-3 drafting token by token: a sequential drafter, so on a step no row takes its draft the
-    overlay runs its first forward only (``fill``), and vLLM drafts after bookkeeping."""
-    head = eagle3_head(tmp_path / "eagle3", model_dir())
-    speculative = {"method": "specplug.hybrid", "neural": "eagle3", "model": head, "num_speculative_tokens": K}
-    with engine(speculative, {"specplug": {"stats_file": str(stats_path), "stats_interval": 0}}) as llm:
-        spec = llm.llm_engine.vllm_config.speculative_config
-        assert (spec.method, spec.parallel_drafting, spec.disable_padded_drafter_batch) == ("eagle3", False, True)
-        run = generate(llm, chats)
-    assert_same_output(plain, run, "specplug.hybrid over an EAGLE-3 head")
-    stats = read_stats(stats_path)
-    counters, sources = stats["counters"], drafted(stats["counters"])
-    print(f"hybrid over EAGLE-3: {run.metrics} drafts by source {sources}")
-    assert counters.get("faults", 0) == 0, stats
-    assert sources.get("eagle3", 0) > 0 and sources.get("suffix", 0) > 0, sources
-    assert run.metrics["spec_decode_num_accepted_tokens"] > 0, run.metrics
-    # the head drafted where a row took its draft, and only kept its cache filled where none did
-    assert counters.get("neural_pass.full", 0) > 0 and counters.get("neural_pass.fill", 0) > 0, counters
-
-
-def _hybrid_run(speculative: dict, chats, stats_path, **overrides) -> tuple[Run, dict, dict]:
-    """One generation under ``speculative``; its run, the overlay's counters and drafts by source."""
-    with engine(speculative, {"specplug": {"stats_file": str(stats_path), "stats_interval": 0}}, **overrides) as llm:
-        spec = llm.llm_engine.vllm_config.speculative_config
-        resolved = {"method": spec.method, "parallel_drafting": spec.parallel_drafting}
-        run = generate(llm, chats)
-    stats = read_stats(stats_path)
-    assert stats["counters"].get("faults", 0) == 0, stats
-    print(f"{resolved}: {run.metrics} drafts by source {drafted(stats['counters'])}")
-    return run, stats["counters"], resolved
-
-
-def test_hybrid_over_a_medusa_head(plain, chats, stats_path, tmp_path):
-    """Medusa: K heads over the target's last hidden state, no cache of its own, so on a step no row
-    takes its draft the overlay skips it (``fill`` runs as ``skip``)."""
-    head = medusa_head(tmp_path / "medusa", model_dir(), heads=K)
-    speculative = {"method": "specplug.hybrid", "neural": "medusa", "model": head, "num_speculative_tokens": K}
-    run, counters, resolved = _hybrid_run(speculative, chats, stats_path)
-    assert resolved == {"method": "medusa", "parallel_drafting": False}, resolved
-    assert_same_output(plain, run, "specplug.hybrid over a Medusa head")
-    sources = drafted(counters)
-    assert sources.get("medusa", 0) > 0 and sources.get("suffix", 0) > 0, sources
-    assert run.metrics["spec_decode_num_accepted_tokens"] > 0, run.metrics
-    assert counters.get("neural_pass.full", 0) > 0 and counters.get("neural_pass.skip", 0) > 0, counters
-    assert counters.get("neural_pass.fill", 0) == 0, counters
+    run, counters, resolved = hybrid_run(speculative, chats, stats_path)
+    assert (resolved["method"], resolved["parallel_drafting"]) == ("dflash", True), resolved
+    assert_composed(plain, run, counters, "dflash", "a DFlash head")
+    assert_fill_runs_full(counters)
 
 
 def test_hybrid_over_a_pard_draft_model(plain, chats, stats_path, tmp_path):
     """PARD: a draft model drafting all K tokens in one forward over K mask-token slots
-    (``parallel_drafting: true`` on ``draft_model``), so its ``fill`` runs as the full pass."""
+    (``parallel_drafting: true`` on ``draft_model``; vLLM reads the mask token from its config)."""
     draft = pard_draft(tmp_path / "pard", model_dir())
     speculative = {"method": "specplug.hybrid", "model": draft, "parallel_drafting": True, "num_speculative_tokens": K}
-    run, counters, resolved = _hybrid_run(speculative, chats, stats_path)
-    assert resolved == {"method": "draft_model", "parallel_drafting": True}, resolved
-    assert_same_output(plain, run, "specplug.hybrid over a PARD draft model")
-    sources = drafted(counters)
-    assert sources.get("draft_model", 0) > 0 and sources.get("suffix", 0) > 0, sources
-    assert run.metrics["spec_decode_num_accepted_tokens"] > 0, run.metrics
-    assert counters.get("neural_pass.fill", 0) == 0 and counters["neural_pass.full"] > 0, counters
+    run, counters, resolved = hybrid_run(speculative, chats, stats_path)
+    assert (resolved["method"], resolved["parallel_drafting"]) == ("draft_model", True), resolved
+    assert_composed(plain, run, counters, "draft_model", "a PARD draft model")
+    assert_fill_runs_full(counters)
+
+
+def test_hybrid_over_an_eagle3_head(plain, chats, stats_path, tmp_path):
+    """EAGLE-3 drafting token by token (no ``parallel_drafting``): vLLM drafts after bookkeeping."""
+    head = eagle3_head(tmp_path / "eagle3", model_dir())
+    speculative = {"method": "specplug.hybrid", "neural": "eagle3", "model": head, "num_speculative_tokens": K}
+    run, counters, resolved = hybrid_run(speculative, chats, stats_path)
+    assert resolved == {"method": "eagle3", "parallel_drafting": False, "unpadded": True}, resolved
+    assert_composed(plain, run, counters, "eagle3", "an EAGLE-3 head")
+    assert_fill_runs_first_forward(counters)
 
 
 def test_hybrid_over_a_models_own_mtp_layers(vllm_cpu, chats, stats_path, tmp_path):
-    """MTP: a target with its own MTP layer (a small random MiMo), drafting for itself, against the
-    same target undrafted. A sequential drafter: ``fill`` where no row takes its draft."""
+    """MTP: a target with its own MTP layer (a small random MiMo) drafting for itself, against the
+    same target undrafted."""
     target = mtp_model(tmp_path / "mimo", model_dir())
     with engine(model=target) as llm:
         reference = generate(llm, chats, top2=True)
     speculative = {"method": "specplug.hybrid", "num_speculative_tokens": K}
-    run, counters, resolved = _hybrid_run(speculative, chats, stats_path, model=target)
-    assert resolved == {"method": "mtp", "parallel_drafting": False}, resolved
-    assert_same_output(reference, run, "specplug.hybrid over MiMo's MTP layer")
-    sources = drafted(counters)
-    assert sources.get("mtp", 0) > 0 and sources.get("suffix", 0) > 0, sources
-    assert run.metrics["spec_decode_num_accepted_tokens"] > 0, run.metrics
-    assert counters.get("neural_pass.full", 0) > 0 and counters.get("neural_pass.fill", 0) > 0, counters
+    run, counters, resolved = hybrid_run(speculative, chats, stats_path, model=target)
+    assert resolved == {"method": "mtp", "parallel_drafting": False, "unpadded": True}, resolved
+    assert_composed(reference, run, counters, "mtp", "MiMo's MTP layer")
+    assert_fill_runs_first_forward(counters)
+
+
+def test_hybrid_over_a_medusa_head(plain, chats, stats_path, tmp_path):
+    """Medusa: K heads over the target's last hidden state, one pass, no cache of its own; on a step
+    no row takes its draft the overlay skips it (``fill`` runs as ``skip``)."""
+    head = medusa_head(tmp_path / "medusa", model_dir(), heads=K)
+    speculative = {"method": "specplug.hybrid", "neural": "medusa", "model": head, "num_speculative_tokens": K}
+    run, counters, resolved = hybrid_run(speculative, chats, stats_path)
+    assert resolved["method"] == "medusa", resolved
+    assert_composed(plain, run, counters, "medusa", "a Medusa head")
+    assert counters.get("neural_pass.full", 0) > 0 and counters.get("neural_pass.skip", 0) > 0, counters
+    assert counters.get("neural_pass.fill", 0) == 0, counters
