@@ -1,8 +1,9 @@
 """GPU check of ``specplug.hybrid`` over a real neural drafter in vLLM (a machine with an NVIDIA GPU).
 
-vLLM's CPU build runs the overlay in CI over a trained EAGLE head, random P-EAGLE and DFlash heads
-and a draft model of a 135M model; MTP layers, Medusa and PARD need real models. This script
-checks it where it matters, in three runs of the same prompts:
+vLLM's CPU build runs the overlay in CI over a trained EAGLE head and a draft model of a 135M model,
+and over random-weight EAGLE-3, P-EAGLE, DFlash, Medusa and PARD drafters and a small random model
+with its own MTP layer; drafts that are accepted on their own need trained drafters and real models.
+This script checks it where it matters, in three runs of the same prompts:
 
 1. no speculation (the reference output),
 2. vLLM's own neural drafter alone (``--neural``: eagle3, eagle or mtp),
@@ -15,12 +16,12 @@ wheel, in the tested range) and specplug installed and the weights available loc
     python scripts/gpu_check_vllm_hybrid.py --model Qwen/Qwen3-8B \\
         --neural eagle3 --draft AngelSlim/Qwen3-8B_eagle3 --spec-tokens 4
 
-For an MTP model leave out ``--draft`` (``--neural mtp --model XiaomiMiMo/MiMo-7B-RL``). The
-drafters vLLM's CPU build cannot run here (no head of the CPU test model's architecture exists for
-them), each with its head:
+For an MTP model leave out ``--draft`` (``--neural mtp --model XiaomiMiMo/MiMo-7B-RL``). The other
+drafters, each with a trained head (none exists for the CPU test model's architecture):
 
     --neural dflash --model Qwen/Qwen3.5-9B --draft z-lab/Qwen3.5-9B-DFlash --spec-tokens <its block size>
     --neural eagle3 --parallel-drafting --model <target> --draft <its P-EAGLE head>
+    --neural draft_model --parallel-drafting --model <target> --draft <its PARD draft model>
     --neural medusa --model lmsys/vicuna-7b-v1.3 --draft FasterDecoding/medusa-vicuna-7b-v1.3  (vLLM <= 0.32)
 
 A DFlash head drafts a block of its own length: give ``--spec-tokens`` its block size.
