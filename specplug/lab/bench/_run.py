@@ -160,8 +160,8 @@ def _run_one(
         # a throwaway instance replays the first two requests first (the second one reaches
         # cross-request caches), so one-time costs (numba compilation, worker start-up)
         # stay out of the microseconds per step
-        warm = build(method, group[:2], cost, batch_sizes[0], neural_alpha)
-        replay(warm.proposer, warm.leaves, group[:2], k)
+        throwaway = build(method, group[:2], cost, batch_sizes[0], neural_alpha)
+        replay(throwaway.proposer, throwaway.leaves, group[:2], k)
         built = build(method, group, cost, batch_sizes[0], neural_alpha)
         if built.simulated_neural:
             row.notes = f"neural simulated (alpha {neural_alpha})"
