@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from specplug._errors import InvalidOptionError
+from specplug.proposers.composite._composite import NEURAL_METHOD
 
 __all__ = [
-    "DRAFT_KEY", "MAX_DRAFT_TOKENS_KEY", "METHOD_KEY", "REQUEST_KEYS", "RequestControl", "request_control", "served_methods",
+    "DRAFT_KEY", "MAX_DRAFT_TOKENS_KEY", "METHOD_KEY", "NEURAL_METHOD", "REQUEST_KEYS", "RequestControl", "request_control", "served_methods",
 ]
 
 #: "off": this request is never drafted; "on" (the default): as the server is set
@@ -106,6 +107,6 @@ def request_control(params: Mapping[str, Any] | None, methods: Sequence[str] | N
             f"request parameter {MAX_DRAFT_TOKENS_KEY} = {cap!r} is not valid; it must be an integer >= 0")
     method = ours.get(METHOD_KEY)
     if method is not None and (not isinstance(method, str) or (methods is not None and method not in methods)):
-        valid = f"this server's are {', '.join(methods)}" if methods is not None else "it must be a method name"
+        valid = f"this server honours {', '.join(methods)}" if methods is not None else "it must be a method name"
         raise InvalidOptionError(f"request parameter {METHOD_KEY} = {method!r} is not valid; {valid}")
     return RequestControl(off=draft == "off", max_draft_tokens=cap, method=method)
