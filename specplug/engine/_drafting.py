@@ -53,6 +53,7 @@ class EngineDrafting:
         stats_file: str | os.PathLike[str] | None = None,
         stats_interval: float = 30.0,
         details: Mapping[str, object] | None = None,
+        request_method: str | None = None,
     ) -> None:
         log = logging.getLogger(logger) if isinstance(logger, str) else logger
         self.guard = GuardedProposer(proposer, logger=log)
@@ -69,9 +70,10 @@ class EngineDrafting:
         )
         #: False once ``set_batch_size`` raised: a proposer that refuses it is not asked again
         self.passes_batch_size = True
-        #: the server's method, and the names a request's ``specplug_method`` may give (its parts too)
+        #: the server's method (as its stats name it), and the names a request's ``specplug_method``
+        #: may give: the method's own (``request_method``, default ``method``), then its parts
         self.method = method or proposer.name
-        self.request_methods = served_methods(self.method, proposer)
+        self.request_methods = served_methods(request_method or self.method, proposer)
 
     def sync_batch(
         self,
@@ -359,7 +361,7 @@ class EngineDrafting:
         except InvalidOptionError as error:
             self.guard.record_fault("a request's speculation control", error, "it drafts as the server is set")
             return RequestControl()
-        if control.method == self.method:
+        if control.method == self.request_methods[0]:
             control = replace(control, method=None)
         if not control.default:
             counters = self.counters
