@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specplug._errors import InvalidOptionError
-from specplug.proposers.composite._composite import NEURAL_METHOD
+from specplug._batch import NEURAL_METHOD
 
 __all__ = [
     "DRAFT_KEY", "MAX_DRAFT_TOKENS_KEY", "METHOD_KEY", "NEURAL_METHOD", "REQUEST_KEYS", "RequestControl", "request_control", "served_methods",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplug._batch import BatchDrafts, BatchStep, check_batch_drafts
+from specplug._batch import NEURAL_METHOD, BatchDrafts, BatchStep, check_batch_drafts
 from specplug._errors import InvalidOptionError
 from specplug._drafts import Draft, RequestId, check_draft, draft_accepted
 from specplug._proposer import Proposer
@@ -41,12 +41,10 @@ from specplug.proposers.composite._pending import PendingTable
 from specplug.proposers._row_drafts import KernelLookup, RowDraft, RowDrafts, RowSlots
 from specplug.proposers.composite._step_times import linear_step_times
 
-__all__ = ["NEURAL_METHOD", "Choosing", "CompositeProposer"]
+__all__ = ["Choosing", "CompositeProposer"]
 
 #: finished requests before their spread sets a neural part's weight, and the largest weight it sets
 _SPREAD_REQUESTS, _MOST_WEIGHT = 8, 1024.0
-#: how a request names the composite's neural parts (the engine's own drafter, whatever it is)
-NEURAL_METHOD = "neural"
 #: the drafters of a step, by the step-time table's rows (_choice.KIND_*)
 _KINDS: tuple[tuple[str, ...], ...] = ((), ("lookup",), ("neural",), ("lookup", "neural"))
 

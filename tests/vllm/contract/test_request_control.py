@@ -141,3 +141,15 @@ def test_the_overlay_drafts_a_request_only_with_the_part_it_names():
         batch.num_tokens_no_spec[row] = 21
     out = overlay.apply(runner, 3, sampled, head)
     assert asked == [0] and out == [[2, 3, 4], [], [2, 3, 4], [2, 3, 4]]  # no row may take the head's: its fill only
+
+
+def test_the_plugin_and_its_request_check_load_no_numba():
+    """vLLM loads the plugin in every process before its CPU worker rebinds its kernels, walking the
+    loaded modules; llvmlite's (numba's) objects make that walk fail, so the engine would not start."""
+    import subprocess
+    import sys
+
+    code = ("import sys, specplug_adapters.vllm._plugin, specplug_adapters.vllm._requests, specplug_adapters.vllm._config; "
+            "print(sorted(name for name in ('numba', 'llvmlite') if name in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert result.stdout.strip() == "[]", result.stdout
