@@ -16,7 +16,10 @@ import numpy as np
 from specplug._drafts import MAX_TOKEN_ID, Draft, RequestId, as_token_array, check_draft
 from specplug._errors import InvalidDraftError, InvalidOptionError, InvalidTokensError, shown
 
-__all__ = ["BatchDrafts", "BatchStep", "check_batch_drafts", "check_batch_size"]
+__all__ = ["NEURAL_METHOD", "BatchDrafts", "BatchStep", "check_batch_drafts", "check_batch_size"]
+
+#: how a row of ``BatchStep.methods`` names a composite's neural parts (the engine's own drafter, whatever it is)
+NEURAL_METHOD = "neural"
 
 def check_batch_drafts(drafts: object, limits: np.ndarray, who: str = "proposer", copy: bool = True) -> BatchDrafts:
     """``drafts`` checked as a whole, or :class:`InvalidDraftError` naming the first bad value.
@@ -133,6 +136,9 @@ class BatchStep:
     prompts; then per row ``i`` (request ``request_ids[i]``) the tokens
     ``new_tokens[offsets[i]:offsets[i + 1]]`` are appended (none: the row is only drafted for),
     and a draft of at most ``limits[i]`` tokens is made (a limit of 0: no draft for that row).
+    ``methods`` (None: no row asks) holds per row the part of a composite method (one of its
+    ``request_methods``: a lookup's method name, or :data:`NEURAL_METHOD`) that row's request
+    restricts its draft to, or None; a proposer that is not made of parts reads no such field.
 
     >>> step = BatchStep.of(["a", "b"], [[5, 6], []], [4, 4], started=[("b", [1, 2])])
     >>> step.offsets.tolist(), step.rows
@@ -148,6 +154,8 @@ class BatchStep:
     limits: np.ndarray
     started: Sequence[tuple[RequestId, np.ndarray]] = ()
     stopped: Sequence[RequestId] = ()
+    #: per row, the part of a composite its request is drafted by (None: any), or None for every row
+    methods: Sequence[str | None] | None = None
 
     @property
     def rows(self) -> int:

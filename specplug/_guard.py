@@ -282,7 +282,8 @@ class GuardedProposer:
             most = self._most_tokens()
             if int(limits.max()) > most:
                 return BatchStep(
-                    step.request_ids, step.new_tokens, step.offsets, np.minimum(limits, most), step.started, step.stopped
+                    step.request_ids, step.new_tokens, step.offsets, np.minimum(limits, most), step.started, step.stopped,
+                    step.methods,
                 )
         return step
 
@@ -308,7 +309,7 @@ class GuardedProposer:
         disabled = self._disabled
         keep = [row for row, request_id in enumerate(step.request_ids) if request_id not in disabled] if disabled else None
         call = step if keep is None else _select_rows(step, keep)
-        call = BatchStep(call.request_ids, call.new_tokens, call.offsets, call.limits, step.started, stopped)
+        call = BatchStep(call.request_ids, call.new_tokens, call.offsets, call.limits, step.started, stopped, call.methods)
         try:
             got = proposer.step_batch(call)
         except Exception as error:  # noqa: BLE001 - isolation is the point
@@ -407,8 +408,10 @@ def _select_rows(step: BatchStep, keep: list[int]) -> BatchStep:
     new_offsets = np.zeros(len(keep) + 1, dtype=np.int64)
     new_offsets[1:] = np.cumsum([len(piece) for piece in pieces], dtype=np.int64)
     flat = np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64)
+    methods = None if step.methods is None else [step.methods[row] for row in keep]
     return BatchStep(
-        [step.request_ids[row] for row in keep], flat, new_offsets, step.limits[np.asarray(keep, dtype=np.int64)]
+        [step.request_ids[row] for row in keep], flat, new_offsets, step.limits[np.asarray(keep, dtype=np.int64)],
+        methods=methods,
     )
 
 

@@ -232,7 +232,7 @@ class Proposer(abc.ABC):
         most = self._most_tokens()
         if (
             step.__class__ is BatchStep and step.request_ids.__class__ in (list, tuple)
-            and len(step.request_ids) == 1 and self._one_row_ok(step, most)
+            and len(step.request_ids) == 1 and step.methods is None and self._one_row_ok(step, most)
         ):
             return step
         if not isinstance(step, BatchStep):
@@ -242,6 +242,9 @@ class Proposer(abc.ABC):
                 f"BatchStep.request_ids must be a sequence (list or tuple) of ids; got {type(step.request_ids).__name__}"
             )
         rows = step.rows
+        if step.methods is not None and (step.methods.__class__ not in (list, tuple) or len(step.methods) != rows):
+            raise InvalidOptionError(f"BatchStep.methods must be None or a list of one name (or None) per row; got "
+                                     f"{type(step.methods).__name__} {shown(step.methods)} for {rows} rows")
         offsets, limits, tokens = step.offsets, step.limits, step.new_tokens
         if not (isinstance(offsets, np.ndarray) and offsets.dtype == np.int64):
             offsets = int_array(offsets, "offsets")

@@ -18,7 +18,8 @@ from typing import Any, NoReturn
 
 import specplug
 from specplug import InvalidOptionError, UnknownMethodError
-from specplug.engine import capabilities_of, create_for_engine, methods_composing_engine_drafter, no_drafter
+from specplug.engine import capabilities_of, create_for_engine, methods_composing_engine_drafter, no_drafter, served_methods
+from specplug_adapters.sglang._requests import serve
 
 __all__ = [
     "DEFAULT_NUM_DRAFT_TOKENS",
@@ -179,7 +180,8 @@ def check_eagle_options(algorithm: str, options: Mapping[str, Any], server_args:
     # creating it once checks every option the way the worker will
     from specplug.engine import EngineDrafts
 
-    create_overlay_method(method, options, EngineDrafts(source), worker)
+    created = create_overlay_method(method, options, EngineDrafts(source), worker)
+    serve(served_methods(method, created))  # this process admits the server's requests
 
 
 def method_of(algorithm: object) -> str:
@@ -301,4 +303,5 @@ def check_options(
         )
     read_stats_settings()
     # creating it once checks every option (and a composing method's drafter) the way the worker will
-    create_proposer(algorithm, options, model)
+    created = create_proposer(algorithm, options, model)
+    serve(served_methods(method, created))  # this process admits the server's requests

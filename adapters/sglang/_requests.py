@@ -1,10 +1,15 @@
-"""Per-request control in SGLang: a request's ``custom_params`` turn its drafts off or cap them.
+"""Per-request control in SGLang: a request's ``custom_params`` turn its drafts off, cap them, or name
+the part of the server's method that drafts it.
 
 OpenAI clients set them as ``extra_body={"custom_params": {"specplug_draft": "off"}}`` (or
 ``"sampling_params": {"custom_params": {...}}`` on ``/generate``); keys:
 :mod:`specplug.engine`'s ``request_control``. The plugin checks them where SGLang checks a
 request's sampling parameters (``SamplingParams.verify``, in the tokenizer manager: a bad value
 is the client's HTTP 400); the ``SPECPLUG_*`` worker reads them per request each step.
+
+A method name is checked against the server's own (:func:`serve`): the launching process, where
+the tokenizer manager runs, checks the server's arguments and notes there what its requests may
+name (the specplug method, e.g. ``adaptive`` for ``SPECPLUG_ADAPTIVE``, and its parts).
 """
 
 from __future__ import annotations
@@ -15,7 +20,21 @@ from typing import Any
 
 from specplug.engine import EngineDrafting, request_control
 
-__all__ = ["check_request", "install_request_check", "request_limits"]
+__all__ = ["check_request", "install_request_check", "request_controls", "serve", "served"]
+
+#: the method names this process's server honours (None: it checked no SPECPLUG_* server)
+_served: tuple[str, ...] | None = None
+
+
+def serve(methods: Sequence[str]) -> None:
+    """Note the names a request to the server configured in this process may give as ``specplug_method``."""
+    global _served
+    _served = tuple(methods)
+
+
+def served() -> tuple[str, ...] | None:
+    """The names :func:`serve` noted (None: none)."""
+    return _served
 
 #: marks SGLang's verify as wrapped (a second register() leaves it alone)
 _MARK = "__specplug_wraps__"
@@ -24,7 +43,7 @@ _MARK = "__specplug_wraps__"
 def check_request(custom_params: Any) -> None:
     """Raise ``ValueError`` (SGLang's bad request) for a bad control."""
     if isinstance(custom_params, dict):
-        request_control(custom_params)  # InvalidOptionError is a ValueError
+        request_control(custom_params, _served)  # InvalidOptionError is a ValueError
 
 
 def install_request_check() -> None:
@@ -45,11 +64,20 @@ def install_request_check() -> None:
     SamplingParams.verify = verify
 
 
-def request_limits(drafting: EngineDrafting, reqs: Sequence[Any], limit: int) -> list[int]:
-    """Per request of the batch, its draft limit this step: ``limit``, or less where it asks."""
+def request_controls(
+    drafting: EngineDrafting, reqs: Sequence[Any], limit: int
+) -> tuple[list[int], list[str | None] | None]:
+    """Per request of the batch, its draft limit this step (``limit``, or less where it asks) and the
+    part of the server's method it names (None for every row where none names one)."""
     limits = [limit] * len(reqs)
+    methods: list[str | None] | None = None
     for row, req in enumerate(reqs):
         params = getattr(getattr(req, "sampling_params", None), "custom_params", None)
         if params:
-            limits[row] = drafting.control_of(params).limit(limit)
-    return limits
+            control = drafting.control_of(params)
+            limits[row] = control.limit(limit)
+            if control.method is not None:
+                if methods is None:
+                    methods = [None] * len(reqs)
+                methods[row] = control.method
+    return limits, methods

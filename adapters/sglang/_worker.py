@@ -34,8 +34,8 @@ from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 from sglang.srt.speculative.ngram_worker import NGRAMWorker
 
 from specplug.engine import EngineDrafting
-from specplug_adapters.sglang._config import LOGGER_NAME, create_proposer, read_options, read_stats_settings
-from specplug_adapters.sglang._requests import request_limits
+from specplug_adapters.sglang._config import LOGGER_NAME, create_proposer, method_of, read_options, read_stats_settings
+from specplug_adapters.sglang._requests import request_controls
 from specplug_adapters.sglang._trees import draft_trees
 
 __all__ = ["SpecplugWorker"]
@@ -164,6 +164,7 @@ class SpecplugWorker(NGRAMWorker):
         self.drafting = EngineDrafting(
             create_proposer(self.algorithm, read_options()),
             method=self.algorithm,
+            request_method=method_of(self.algorithm),
             logger=LOGGER_NAME,
             stats_file=stats_file,
             stats_interval=stats_interval,
@@ -175,8 +176,8 @@ class SpecplugWorker(NGRAMWorker):
         histories = self._histories(batch)
         roots = [history.tail(len(history) - 1)[0] if len(history) else 0 for history in histories]
         try:
-            limits = request_limits(self.drafting, batch.reqs, self.draft_token_num - 1)
-            branches = self.draft_branches([req.rid for req in batch.reqs], histories, limits)
+            limits, methods = request_controls(self.drafting, batch.reqs, self.draft_token_num - 1)
+            branches = self.draft_branches([req.rid for req in batch.reqs], histories, limits, methods)
         except Exception as error:  # noqa: BLE001 - the glue's own faults cost this step's drafts only
             self.drafting.guard.record_fault("the SGLang worker", error, "no drafts this step")
             self.drafting.requests.stop_all()  # the sync may be half done: every request restarts next step
@@ -184,11 +185,13 @@ class SpecplugWorker(NGRAMWorker):
         return draft_trees(roots, branches, self.draft_token_num)
 
     def draft_branches(
-        self, request_ids: Sequence[Any], histories: Sequence[_History], limits: Sequence[int] | None = None
+        self, request_ids: Sequence[Any], histories: Sequence[_History], limits: Sequence[int] | None = None,
+        methods: Sequence[str | None] | None = None,
     ) -> list[list[tuple[int, ...]]]:
         """Per request, its drafts below the root: one branch for a chain, more for a tree, none for no draft.
 
-        ``limits``: per request, its longest draft (None: the tree's width for all). One proposer
+        ``limits``: per request, its longest draft (None: the tree's width for all); ``methods``: per
+        request, the part of the server's method it names (None: none does). One proposer
         call for the step (plus one per row for trees, which have no batch path).
         """
         if limits is None:
@@ -202,6 +205,7 @@ class SpecplugWorker(NGRAMWorker):
             stopping=self.drafting.requests.absent(request_ids),  # the decode batch holds every live request
             batch_size=len(rows),
             max_branches=self.max_branches,
+            methods=methods,
         )
         return [list(draft.branches()) for draft in drafts]
 

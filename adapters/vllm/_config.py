@@ -27,8 +27,10 @@ from specplug.engine import (
     create_for_engine,
     methods_composing_engine_drafter,
     no_drafter,
+    served_methods,
 )
 from specplug_adapters.vllm._neural import NEURAL_METHODS, check_neural_method, is_mtp, neural_drafter
+from specplug_adapters.vllm._requests import serve
 
 __all__ = [
     "ADAPTER_KEYS",
@@ -223,8 +225,10 @@ def translate(
         spec["model"] = DRAFTER_PATH
     settings = read_settings({SECTION: section})
     # options checked here, once; a stand-in takes the place of the model's drafter, which does not exist yet
-    create_method(settings, StandInDrafter() if composes else None,
-                  OnlineCostModel() if composes and settings.step_costs == "online" else None)
+    method = create_method(settings, StandInDrafter() if composes else None,
+                           OnlineCostModel() if composes and settings.step_costs == "online" else None)
+    # this process admits the server's requests: what they may name as their method is this method's
+    serve(served_methods(name, method))
     extra[SECTION] = section
     return spec, extra
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from specplug.engine import EngineDrafting
 from specplug_adapters.vllm._config import create_method, read_settings
-from specplug_adapters.vllm._requests import controlled_limits, request_controls
+from specplug_adapters.vllm._requests import controlled_limits, controlled_methods, request_controls
 from specplug_adapters.vllm._stats import LOGGER_NAME, stats_options
 
 __all__ = ["SpecplugDrafter", "find_runner"]
@@ -112,9 +112,11 @@ class SpecplugDrafter(EngineDrafting):
         step_k = self._step_k(rows)
         # a draft must leave room for the target's own token within max_model_len
         room = self.max_model_len - 1 - np.asarray(num_tokens_no_spec[:rows], dtype=np.int64)
-        limits = controlled_limits(np.clip(room, 0, step_k), request_controls(self, request_ids, live))
+        controls = request_controls(self, request_ids, live)
+        limits = controlled_limits(np.clip(room, 0, step_k), controls)
         # one call to the proposer for the whole step: starts, stops, new tokens and drafts
-        return self.step_token_lists(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, limits, request_ids, live)
+        return self.step_token_lists(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, limits, request_ids, live,
+                                     methods=controlled_methods(controls))
 
     def _batch_ids(self, rows: int, token_ids_cpu: np.ndarray) -> tuple[list[str] | None, Any]:
         runner = self._runner() if self._runner is not None else None

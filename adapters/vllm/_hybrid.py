@@ -62,13 +62,14 @@ from specplug.engine import (
     AgreedObservations,
     EngineDrafting,
     EngineDrafts,
+    NEURAL_METHOD,
     RequestControl,
     capabilities_of,
     methods_composing_engine_drafter,
 )
 from specplug_adapters.vllm._config import PREFIX, create_method, read_settings
 from specplug_adapters.vllm._neural import neural_drafter
-from specplug_adapters.vllm._requests import controlled_limits, request_controls
+from specplug_adapters.vllm._requests import controlled_limits, controlled_methods, request_controls
 from specplug_adapters.vllm._stats import LOGGER_NAME, stats_options
 
 __all__ = ["EngineDrafts", "HybridOverlay"]
@@ -306,15 +307,18 @@ class HybridOverlay(EngineDrafting):
         limits = controlled_limits(np.full(len(sampled), limit, dtype=np.int64), self._controls)
         return self.step_token_lists(
             sampled, lengths, batch.token_ids_cpu, limits, request_ids, requests, before_drafting=before_drafting,
+            methods=controlled_methods(self._controls),
         )
 
     def _controlled(self, engine_rows: list[list[int]]) -> list[list[int]]:
-        """vLLM's drafts cut to each request's control (a request that is off gets none): they fill a
-        row the method left empty, which must not undo the request's own limit."""
+        """vLLM's drafts cut to each request's control (a request that is off, or restricted to a
+        lookup, gets none): they fill a row the method left empty, which must not undo the request's
+        own limit or method."""
         controls = self._controls
         if controls is None:
             return engine_rows
-        return [row[: control.limit(len(row))] for row, control in zip(engine_rows, controls)]
+        return [[] if control.method not in (None, NEURAL_METHOD) else row[: control.limit(len(row))]
+                for row, control in zip(engine_rows, controls)]
 
 
 def _tensor_parallel_share(timings: list[Timing]) -> list[Timing]:
@@ -377,9 +381,10 @@ def _rows(drafts: Any) -> list[list[int]]:
 def _like(original: Any, rows: list[list[int]], engine_rows: list[list[int]]) -> Any:
     """``rows`` in the form of ``original``: lists stay lists; a ``[batch, K]`` tensor stays one.
 
-    A tensor needs every row at full width: a shorter choice is padded with the engine's own
-    tokens at those positions (they are verified like any draft token, so output is unchanged;
-    at worst they are rejected).
+    A tensor (vLLM's padded drafter batch) needs every row at full width: a shorter choice is
+    padded with the engine's own tokens at those positions (they are verified like any draft
+    token, so output is unchanged; at worst they are rejected), from ``original`` where a
+    request's control cut ``engine_rows``.
 
     >>> _like([[50, 51], [60, 61]], [[2, 3], [60, 61]], [[50, 51], [60, 61]])
     [[2, 3], [60, 61]]
@@ -389,5 +394,7 @@ def _like(original: Any, rows: list[list[int]], engine_rows: list[list[int]]) ->
     import torch
 
     width = original.shape[1]
-    full = [(tokens[:width] + engine[len(tokens) :])[:width] for tokens, engine in zip(rows, engine_rows)]
+    padding = original.tolist()
+    full = [(tokens[:width] + engine[len(tokens) :] + pad[max(len(tokens), len(engine)) :])[:width]
+            for tokens, engine, pad in zip(rows, engine_rows, padding)]
     return torch.tensor(full, dtype=original.dtype).reshape(original.shape).to(original.device)

@@ -1,10 +1,17 @@
-"""Per-request control in vLLM: a request's ``SamplingParams.extra_args`` turn its drafts off or cap them.
+"""Per-request control in vLLM: a request's ``SamplingParams.extra_args`` turn its drafts off, cap them,
+or name the part of the server's method that drafts it.
 
-OpenAI clients set them as ``extra_body={"vllm_xargs": {"specplug_draft": "off"}}`` or
-``{"specplug_max_draft_tokens": 2}`` (keys: :mod:`specplug.engine`'s ``request_control``). The
-plugin checks them where vLLM checks a request's sampling parameters (``SamplingParams.verify``,
-in the API server, so a bad value is the client's HTTP 400); the drafter and the overlay read
-them per row from the model runner's requests each step.
+OpenAI clients set them as ``extra_body={"vllm_xargs": {"specplug_draft": "off"}}``,
+``{"specplug_max_draft_tokens": 2}`` or ``{"specplug_method": "suffix"}`` (keys: :mod:`specplug.engine`'s
+``request_control``). The plugin checks them where vLLM checks a request's sampling parameters
+(``SamplingParams.verify``, in the API server, so a bad value is the client's HTTP 400); the
+drafter and the overlay read them per row from the model runner's requests each step.
+
+A method name is checked against the server's own (:func:`serve`): the process that builds the
+server's config from a ``specplug.*`` method (the API server of ``vllm serve``, or the process
+that makes an ``LLM``) notes what its requests may name. A process that built none (an extra API
+server process) checks only that the name is a string; the engine then counts a name it cannot
+honour as a fault, and the request drafts as the server is set.
 """
 
 from __future__ import annotations
@@ -17,13 +24,27 @@ import numpy as np
 from specplug import InvalidOptionError
 from specplug.engine import EngineDrafting, RequestControl, request_control
 
-__all__ = ["check_request", "request_controls", "controlled_limits"]
+__all__ = ["check_request", "controlled_limits", "controlled_methods", "request_controls", "serve", "served"]
+
+#: the method names this process's server honours (None: it built no specplug server)
+_served: tuple[str, ...] | None = None
+
+
+def serve(methods: Sequence[str]) -> None:
+    """Note the names a request to the server configured in this process may give as ``specplug_method``."""
+    global _served
+    _served = tuple(methods)
+
+
+def served() -> tuple[str, ...] | None:
+    """The names :func:`serve` noted (None: none)."""
+    return _served
 
 
 def check_request(extra_args: Mapping[str, Any] | None) -> None:
     """Raise vLLM's own validation error (HTTP 400 through its OpenAI server) for a bad control."""
     try:
-        request_control(extra_args)
+        request_control(extra_args, _served)
     except InvalidOptionError as error:
         from vllm.exceptions import VLLMValidationError
 
@@ -55,3 +76,10 @@ def controlled_limits(limits: np.ndarray, controls: list[RequestControl] | None)
     if controls is None:
         return limits
     return np.array([control.limit(int(limit)) for control, limit in zip(controls, limits)], dtype=np.int64)
+
+
+def controlled_methods(controls: list[RequestControl] | None) -> list[str | None] | None:
+    """Per row, the part its request names (``BatchStep.methods``); None when no row names one."""
+    if controls is None or all(control.method is None for control in controls):
+        return None
+    return [control.method for control in controls]

@@ -19,8 +19,9 @@ differ only in where the tokens are and where the drafts go. This layer holds th
   process, in one line and exit status 2 from a command line.
 - :class:`AgreedObservations` keeps rank-local measurements (clocks) out of choices that every
   tensor-parallel rank must make alike: rank 0's, shared through the engine's own group;
-- :func:`request_control` reads what one request asks of speculation (off, a draft cap) from
-  its engine's free-form request parameters.
+- :func:`request_control` reads what one request asks of speculation (off, a draft cap, the
+  part of a composite method that drafts it) from its engine's free-form request parameters;
+  :func:`served_methods` says which method names a server's requests may give.
 
 It imports specplug's core only: no adapter and no engine.
 """
@@ -38,9 +39,12 @@ from specplug.engine._ranks import AgreedObservations
 from specplug.engine._request_control import (
     DRAFT_KEY,
     MAX_DRAFT_TOKENS_KEY,
+    METHOD_KEY,
+    NEURAL_METHOD,
     REQUEST_KEYS,
     RequestControl,
     request_control,
+    served_methods,
 )
 from specplug.engine._batch_step import step_of_pieces
 from specplug.engine._refusal import EXIT_STATUS, exit_on_mistake, no_drafter
@@ -53,6 +57,8 @@ __all__ = [
     "EXIT_STATUS",
     "DRAFT_KEY",
     "MAX_DRAFT_TOKENS_KEY",
+    "METHOD_KEY",
+    "NEURAL_METHOD",
     "REQUEST_KEYS",
     "AgreedObservations",
     "BatchSync",
@@ -76,5 +82,6 @@ __all__ = [
     "range_problem",
     "read_stats",
     "request_control",
+    "served_methods",
     "step_of_pieces",
 ]

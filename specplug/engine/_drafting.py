@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Container, Mapping, Sequence
+from dataclasses import replace
 
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 from specplug import BatchStep, Draft, GuardedProposer, InvalidOptionError, Proposer, RequestId
 from specplug.engine._keyed_history import KeyedHistorySync
 from specplug.engine._batch_step import step_of_pieces
-from specplug.engine._request_control import RequestControl, request_control
+from specplug.engine._request_control import RequestControl, request_control, served_methods
 from specplug.engine._stats import DEFAULT_LOGGER, StatsReporter
 from specplug.engine._sync import BatchSync, HistoryStep, SingleRequestSync
 
@@ -52,6 +53,7 @@ class EngineDrafting:
         stats_file: str | os.PathLike[str] | None = None,
         stats_interval: float = 30.0,
         details: Mapping[str, object] | None = None,
+        request_method: str | None = None,
     ) -> None:
         log = logging.getLogger(logger) if isinstance(logger, str) else logger
         self.guard = GuardedProposer(proposer, logger=log)
@@ -68,6 +70,10 @@ class EngineDrafting:
         )
         #: False once ``set_batch_size`` raised: a proposer that refuses it is not asked again
         self.passes_batch_size = True
+        #: the server's method (as its stats name it), and the names a request's ``specplug_method``
+        #: may give: the method's own (``request_method``, default ``method``), then its parts
+        self.method = method or proposer.name
+        self.request_methods = served_methods(request_method or self.method, proposer)
 
     def sync_batch(
         self,
@@ -94,6 +100,7 @@ class EngineDrafting:
         *,
         batch_size: int | None = None,
         before_drafting: Callable[[list[RequestId | None]], None] | None = None,
+        methods: Sequence[str | None] | None = None,
     ) -> list[Draft]:
         """One engine step in one call to the proposer: sync the batch and draft every row.
 
@@ -103,7 +110,8 @@ class EngineDrafting:
         array calls, whatever the batch size). A row that cannot draft gets an empty draft.
         ``before_drafting`` is called with each row's request id (None: the row cannot draft)
         once they are known and before the proposer runs (an overlay offers the engine's own
-        drafts there).
+        drafts there). ``methods``: per row, the part of a composite method its request is restricted
+        to (:attr:`RequestControl.method`), or None where no request names one.
 
         >>> from specplug import create
         >>> drafting = EngineDrafting(create("ngram", min_n=1, max_n=2))
@@ -111,7 +119,8 @@ class EngineDrafting:
         >>> [d.tokens for d in drafting.step([[2], []], [5, 3], histories, [2, 2], ["a", "b"])]
         [(3, 1), ()]
         """
-        plan_rows, asked, got = self._step(new_tokens, lengths, histories, limits, request_ids, live, batch_size, before_drafting)
+        plan_rows, asked, got = self._step(new_tokens, lengths, histories, limits, request_ids, live, batch_size,
+                                           before_drafting, methods)
         empty = Draft((), self.guard.name, 0.0)
         drafts = [empty] * len(plan_rows)
         for position, row in enumerate(asked):
@@ -129,6 +138,7 @@ class EngineDrafting:
         *,
         batch_size: int | None = None,
         before_drafting: Callable[[list[RequestId | None]], None] | None = None,
+        methods: Sequence[str | None] | None = None,
     ) -> list[list[int]]:
         """:meth:`step`, with every row's draft as a list of token ids (what vLLM takes), read
         from the batch's arrays: no ``Draft`` is built per row.
@@ -138,7 +148,8 @@ class EngineDrafting:
         >>> drafting.step_token_lists([[2], []], [5, 3], np.array([[1, 2, 3, 1, 2], [7, 8, 9, 0, 0]]), [2, 2], ["a", "b"])
         [[3, 1], []]
         """
-        plan_rows, asked, got = self._step(new_tokens, lengths, histories, limits, request_ids, live, batch_size, before_drafting)
+        plan_rows, asked, got = self._step(new_tokens, lengths, histories, limits, request_ids, live, batch_size,
+                                           before_drafting, methods)
         drafted = [row[:count] for row, count in zip(got.tokens.tolist(), got.lengths.tolist())]
         if len(asked) == len(plan_rows):  # every row asked: the rows are the step's rows
             return drafted
@@ -147,7 +158,7 @@ class EngineDrafting:
             out[row] = drafted[position]
         return out
 
-    def _step(self, new_tokens, lengths, histories, limits, request_ids, live, batch_size, before_drafting):
+    def _step(self, new_tokens, lengths, histories, limits, request_ids, live, batch_size, before_drafting, methods=None):
         """Plan the batch's lifecycle, then one ``step_batch``: (each row's id or None, the rows asked, drafts)."""
         plan = self.batch.plan(new_tokens, lengths, histories, request_ids, live, with_calls=False)
         self._pass_batch_size(len(plan.rows) if batch_size is None else batch_size)
@@ -159,11 +170,17 @@ class EngineDrafting:
             ids = [plan.rows[row] for row in rows]
             pieces = [plan.new_tokens[row] for row in rows]
             row_limits = limits[np.asarray(rows, dtype=np.int64)] if rows else np.empty(0, dtype=np.int64)
+            if methods is not None:
+                methods = [methods[row] for row in rows]
         else:
             rows, ids, pieces, row_limits = range(len(plan.rows)), plan.rows, plan.new_tokens, limits[: len(plan.rows)]
+            if methods is not None:
+                methods = list(methods[: len(plan.rows)])
         step = step_of_pieces(
             ids, pieces, np.maximum(row_limits, 0), plan.started, plan.stopped_first + plan.stopped_absent
         )
+        if methods is not None:
+            step = replace(step, methods=methods)
         got = self.guard.step_batch(step)
         self.stats.step()
         return plan.rows, rows, got
@@ -175,6 +192,7 @@ class EngineDrafting:
         stopping: Sequence[RequestId] = (),
         batch_size: int | None = None,
         max_branches: int = 1,
+        methods: Sequence[str | None] | None = None,
     ) -> list[Draft]:
         """One step of an engine that shows each request by id with its whole history, in one
         call to the proposer: per row ``(request id, history, most tokens to draft)`` or None (a
@@ -185,7 +203,8 @@ class EngineDrafting:
         else restarts it; all of that and every row's draft go to the proposer as one
         :meth:`specplug.Proposer.step_batch`. ``max_branches`` > 1 (a tree verifier) with a
         proposer that ``proposes_alternatives``: the batch step carries the lifecycle and the
-        tokens, then each row is drafted as a tree (:meth:`draft`'s ``max_branches``).
+        tokens, then each row is drafted as a tree (:meth:`draft`'s ``max_branches``). ``methods``:
+        per row, as :meth:`step`'s.
 
         >>> from specplug import create
         >>> drafting = EngineDrafting(create("ngram", min_n=1, max_n=2))
@@ -218,7 +237,10 @@ class EngineDrafting:
         self._pass_batch_size(len(rows) if batch_size is None else batch_size)
         trees = max_branches > 1 and getattr(self.guard.proposer, "proposes_alternatives", False)
         row_limits = np.array(limits, dtype=np.int64)
-        got = self.guard.step_batch(step_of_pieces(ids, pieces, row_limits * (not trees), started, stopped))
+        step = step_of_pieces(ids, pieces, row_limits * (not trees), started, stopped)
+        if methods is not None:
+            step = replace(step, methods=[methods[position] for position in asked])
+        got = self.guard.step_batch(step)
         empty = Draft((), self.guard.name, 0.0)
         drafts = [empty] * len(rows)
         if trees:  # alternatives have no batch path: per row, after the step's one sync
@@ -331,15 +353,22 @@ class EngineDrafting:
 
         A bad control (checked at admission; one that got past it) costs a fault and the row drafts
         as the server is set; a row a control shortens is counted (``request_control.off`` /
-        ``request_control.capped``).
+        ``request_control.capped``), and one restricted to a part of the server's method
+        (``request_control.method``). Naming the server's own method restricts nothing.
         """
         try:
-            control = request_control(params)
+            control = request_control(params, self.request_methods)
         except InvalidOptionError as error:
             self.guard.record_fault("a request's speculation control", error, "it drafts as the server is set")
             return RequestControl()
+        if control.method == self.request_methods[0]:
+            control = replace(control, method=None)
         if not control.default:
-            self.counters["request_control.off" if control.off else "request_control.capped"] += 1
+            counters = self.counters
+            if control.off or control.max_draft_tokens is not None:
+                counters["request_control.off" if control.off else "request_control.capped"] += 1
+            if control.method is not None and not control.off:
+                counters["request_control.method"] += 1
         return control
 
     def close(self) -> None:

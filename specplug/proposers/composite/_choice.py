@@ -253,7 +253,7 @@ def choose_rows(
     pooled_drafted: np.ndarray, pooled_accepted: np.ndarray, meta: np.ndarray, waiting: np.ndarray, count: np.ndarray,
     choice: np.ndarray, cut: np.ndarray, asked: np.ndarray, expected: np.ndarray, other_expected: np.ndarray,
     confirmed_cut: np.ndarray, confirmed_expected: np.ndarray, fallback: np.ndarray, hopeful: np.ndarray,
-    widest: np.ndarray, price_here: bool, pricing: tuple,
+    widest: np.ndarray, price_here: bool, pricing: tuple, allowed: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """Per row, in order: score its waiting drafts on its new tokens (where ``extended``), then,
     where ``limits`` > 0, choose: ``choice`` (see :data:`NOT_DRAFTED`), ``cut`` (tokens kept of
@@ -274,6 +274,11 @@ def choose_rows(
     coefficients, ``_step_times``), for the lengths up to its limit only (no choice reads
     longer ones), into one small buffer. ``widest[0]``: the longest limit seen, kept up here
     (``score_pending`` decays the positions below it only).
+
+    ``allowed`` (empty: no row is restricted) holds per row the parts it may be drafted by, as
+    bits (``1 << li`` for lookup ``li``, ``1 << (lookups + ni)`` for neural part ``ni``): a request
+    that names its method. Every lookup's draft is still scored, so what the parts learn does not
+    depend on it; the choice is made among the allowed parts and plain decoding.
     """
     prior, weight, explore, decay = params[0], params[1], params[2], params[3]
     min_gain, margin = params[4], params[5]
@@ -318,6 +323,9 @@ def choose_rows(
             widest[0] = limit
         steps[0] += 1
         at = lengths[slot]
+        # the parts this row may be drafted by (a request's own restriction): bit li for lookup li,
+        # bit n_lookups + ni for neural part ni; no array: every part
+        mask = allowed[row] if len(allowed) else -1
         drafted_any = False
         for li in range(n_lookups):  # lookups are cheap: each drafted, and is scored whether chosen or not
             n = lookup_lengths[li, row]
@@ -334,8 +342,11 @@ def choose_rows(
             longest = min(limit, neural_longest[0]) if neural_longest[0] > 0 else limit
             lookup_expected = _expected(p_lookup, n)
             neural_expected = _expected(p_neural, longest)
-            if n > 0 and lookup_expected >= neural_expected - margin:
+            lookup_allowed, neural_allowed = mask & 1 != 0, (mask >> n_lookups) & 1 != 0
+            if n > 0 and lookup_allowed and (lookup_expected >= neural_expected - margin or not neural_allowed):
                 choice[row], cut[row], expected[row] = 0, n, lookup_expected
+            elif not neural_allowed:  # restricted to the lookup, which has no draft
+                choice[row], expected[row] = EMPTY, 0.0
             else:
                 choice[row], asked[row], cut[row] = n_lookups, longest, longest
                 expected[row], other_expected[row] = neural_expected, lookup_expected
@@ -359,7 +370,7 @@ def choose_rows(
         expected[row] = 0.0
         for li in range(n_lookups):
             n = lookup_lengths[li, row]
-            if n == 0:
+            if n == 0 or (mask >> li) & 1 == 0:
                 continue
             track, band = lookup_tracks[li], lookup_bands[li, row]
             _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, band,
@@ -369,6 +380,8 @@ def choose_rows(
                 best_rate, choice[row], cut[row], expected[row] = rate, li, k, value
         neural, neural_rate = -1, 0.0
         for ni in range(n_neurals):
+            if (mask >> (n_lookups + ni)) & 1 == 0:
+                continue
             track = neural_tracks[ni]
             longest = min(limit, neural_longest[ni]) if neural_longest[ni] > 0 else limit
             kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
@@ -429,7 +442,7 @@ def choose_rows(
         for li in range(n_lookups):
             n = lookup_lengths[li, row]
             confirmed_cut[row, li] = 0
-            if n == 0:
+            if n == 0 or (mask >> li) & 1 == 0:  # a lookup the row may not use continues nothing
                 continue
             lookup_track, band = lookup_tracks[li], lookup_bands[li, row]
             _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, lookup_track, band,
@@ -449,12 +462,13 @@ def finish_rows(
     lookup_tokens: np.ndarray, lookup_lengths: np.ndarray, neural_tokens: np.ndarray, neural_lengths: np.ndarray,
     neural_tracks: np.ndarray, flags: np.ndarray, lengths: np.ndarray, meta: np.ndarray, waiting: np.ndarray,
     count: np.ndarray, out: np.ndarray, out_lengths: np.ndarray, out_scores: np.ndarray, out_neural: np.ndarray,
-    continued_by: np.ndarray,
+    continued_by: np.ndarray, allowed: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
     """Every row's draft from its choice: ``out``/``out_lengths``, ``out_scores``, ``out_neural``
     (needs the neural pass), ``continued_by`` (the lookup whose draft continues the neural one,
     else -1). ``neural_tokens`` [part, row, position] hold what the chosen neural parts drafted;
-    their drafts (and the lookups' confirming them) are queued for scoring here."""
+    their drafts (and the lookups' confirming them) are queued for scoring here. ``allowed`` is
+    :func:`choose_rows`'s: a lookup a row may not use does not continue its neural draft."""
     by_cost, confirmed, continue_with_lookup = flags[0] == 1, flags[1], flags[3] == 1
     n_lookups = lookup_tokens.shape[0]
     for row in range(len(slots)):
@@ -481,7 +495,8 @@ def finish_rows(
             if other_expected[row] > expected[row]:  # max(neural, lookup): the first when equal
                 out_scores[row] = other_expected[row]
             n = lookup_lengths[0, row]
-            if continue_with_lookup and n > k and _agrees(lookup_tokens, 0, neural_tokens, ni, row, k):
+            lookup_allowed = not len(allowed) or allowed[row] & 1 != 0
+            if continue_with_lookup and lookup_allowed and n > k and _agrees(lookup_tokens, 0, neural_tokens, ni, row, k):
                 copy_draft(out, row, lookup_tokens, 0, n)
                 out_lengths[row] = n
                 continued_by[row] = 0

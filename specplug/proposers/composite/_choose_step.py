@@ -37,13 +37,14 @@ def choose_batch(
     slots, new_tokens, offsets, limits, lookup_tokens, lookup_lengths, lookup_scores, lookup_logs, lookup_tracks,
     neural_tracks, neural_longest, pricing, params, flags, lengths, steps, widest, own_drafted, own_accepted,
     pooled_drafted, pooled_accepted, meta, waiting, count, bands, extended, times, choice, cut, asked, expected,
-    other_expected, confirmed_cut, confirmed_expected, fallback, hopeful,
+    other_expected, confirmed_cut, confirmed_expected, fallback, hopeful, allowed,
 ):  # pragma: no cover - compiled
     """0 once done, else the room the waiting-draft table wants first (nothing changed). Done:
     ``score_bands_of_rows`` into ``bands`` (from ``lookup_logs`` = log2(1 + max(score, 0)), taken
     by numpy), ``extended`` rows, the outputs zeroed, then ``choose_rows``, pricing each drafting
     row by the linear cost model (``pricing``: batch size and coefficients) at its context when
-    there is a cost model. ``times`` is not read (its shape only)."""
+    there is a cost model. ``times`` is not read (its shape only). ``allowed``: the parts each row
+    may be drafted by (``choose_rows``; empty: every part)."""
     # each lookup's draft, a neural one, a confirmed one and a calibrated one (_choice)
     wanted = room_wanted(slots, count, meta.shape[1], len(lookup_tracks) + 3)
     if wanted:
@@ -62,7 +63,7 @@ def choose_batch(
         slots, new_tokens, offsets, extended, limits, lookup_tokens, lookup_lengths, bands, lookup_tracks, neural_tracks,
         neural_longest, times, params, flags, lengths, steps, own_drafted, own_accepted, pooled_drafted, pooled_accepted,
         meta, waiting, count, choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected, fallback,
-        hopeful, widest, True, pricing,
+        hopeful, widest, True, pricing, allowed,
     )  # fmt: skip
     return 0
 
@@ -72,8 +73,8 @@ def choose_and_finish(
     slots, new_tokens, offsets, limits, lookup_tokens, lookup_lengths, lookup_scores, lookup_logs, lookup_tracks,
     neural_tracks, neural_longest, pricing, params, flags, lengths, steps, widest, own_drafted, own_accepted,
     pooled_drafted, pooled_accepted, meta, waiting, count, bands, extended, times, choice, cut, asked, expected,
-    other_expected, confirmed_cut, confirmed_expected, fallback, hopeful, out, out_lengths, out_scores, out_neural,
-    continued_by,
+    other_expected, confirmed_cut, confirmed_expected, fallback, hopeful, allowed, out, out_lengths, out_scores,
+    out_neural, continued_by,
 ):  # pragma: no cover - compiled
     """:func:`choose_batch`, then every row's draft as ``_choice.finish_rows`` makes it when there
     is no neural part: ``out`` (zeroed by the caller) and ``out_lengths`` hold the chosen lookup's
@@ -83,7 +84,7 @@ def choose_and_finish(
         slots, new_tokens, offsets, limits, lookup_tokens, lookup_lengths, lookup_scores, lookup_logs, lookup_tracks,
         neural_tracks, neural_longest, pricing, params, flags, lengths, steps, widest, own_drafted, own_accepted,
         pooled_drafted, pooled_accepted, meta, waiting, count, bands, extended, times, choice, cut, asked, expected,
-        other_expected, confirmed_cut, confirmed_expected, fallback, hopeful,
+        other_expected, confirmed_cut, confirmed_expected, fallback, hopeful, allowed,
     )  # fmt: skip
     if wanted:
         return wanted

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specplug._batch import BatchDrafts, BatchStep, check_batch_drafts
+from specplug._batch import NEURAL_METHOD, BatchDrafts, BatchStep, check_batch_drafts
 from specplug._errors import InvalidOptionError
 from specplug._drafts import Draft, RequestId, check_draft, draft_accepted
 from specplug._proposer import Proposer
@@ -208,6 +208,29 @@ class CompositeProposer(Proposer):
         # each row's source by its choice (see _sources), kept while the parts name their drafts alike
         self._source_key: tuple[str, ...] | None = None
         self._source_names, self._source_table = np.empty(0, dtype=object), np.empty((0, 0), dtype=object)
+        # per row of the batch step being made, the parts it may be drafted by (_choice.choose_rows's
+        # ``allowed``); empty, as on the per-request path, where no request names its method
+        self._no_allowed = np.zeros(0, dtype=np.int64)
+        self._allowed = self._no_allowed
+        self._method_bits: dict[str, int] = {}
+        for li, index in enumerate(choosing.lookups):
+            name = self.parts[index].name
+            self._method_bits[name] = self._method_bits.get(name, 0) | 1 << li
+        if choosing.neurals:
+            self._method_bits[NEURAL_METHOD] = sum(1 << (len(choosing.lookups) + ni) for ni in range(len(choosing.neurals)))
+
+    @property
+    def request_methods(self) -> tuple[str, ...]:
+        """The names a request may restrict its drafts to (``BatchStep.methods``): each lookup's
+        method name, and ``neural`` for the neural parts."""
+        return tuple(self._method_bits)
+
+    def _allowed_of(self, methods: Sequence[str | None]) -> np.ndarray:
+        """Per row, the parts ``methods`` allow as ``choose_rows`` reads them (None, or a name that is
+        not one of :attr:`request_methods`: every part)."""
+        bits = self._method_bits
+        return np.fromiter((bits.get(method, -1) if method is not None else -1 for method in methods),
+                           dtype=np.int64, count=len(methods))
 
     @property
     def _steps(self) -> int:
@@ -353,6 +376,16 @@ class CompositeProposer(Proposer):
 
     # ---------------------------------------------------------------- the whole batch
     def _step_batch(self, step: BatchStep) -> BatchDrafts:
+        methods = step.methods
+        if methods is None:
+            return self._step_rows(step)
+        self._allowed = self._allowed_of(methods)
+        try:
+            return self._step_rows(step)
+        finally:
+            self._allowed = self._no_allowed
+
+    def _step_rows(self, step: BatchStep) -> BatchDrafts:
         self._step_lifecycle(step)
         rows = step.rows
         ids, new_tokens, offsets = step.request_ids, step.new_tokens, step.offsets
@@ -537,7 +570,7 @@ class CompositeProposer(Proposer):
                 self._neural_tracks, longest, self._pricing, self._params, self._flags, self._lengths, self._step_count,
                 self._widest, self._own_drafted, self._own_accepted, self._pooled_drafted, self._pooled_accepted,
                 waiting.meta, waiting.tokens, waiting.count, *arrays.scratch(rows), self._no_times, *chosen,
-                *finished,
+                self._allowed, *finished,
             )  # fmt: skip
             if not wanted:
                 return chosen
@@ -573,7 +606,7 @@ class CompositeProposer(Proposer):
             self._own_drafted, self._own_accepted, self._pooled_drafted, self._pooled_accepted,
             waiting.meta, waiting.tokens, waiting.count,
             choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected, fallback, hopeful,
-            self._widest, False, self._no_pricing,
+            self._widest, False, self._no_pricing, self._allowed,
         )  # fmt: skip
         return choice, cut, asked, expected, other_expected, confirmed_cut, confirmed_expected, fallback, hopeful
 
@@ -593,6 +626,7 @@ class CompositeProposer(Proposer):
             slots, choice, cut, expected, other_expected, confirmed_cut, confirmed_expected, tokens, lengths,
             neural_tokens, neural_lengths, self._neural_tracks, self._flags, self._lengths,
             waiting.meta, waiting.tokens, waiting.count, out, out_lengths, out_scores, out_neural, continued_by,
+            self._allowed,
         )  # fmt: skip
         out_neural[choice == _choice.NOT_DRAFTED] = True  # as empty_draft()
         return out[:, :width], out_lengths, out_scores, out_neural, continued_by

@@ -1,16 +1,25 @@
 """Per-request control through vLLM's own OpenAI server: a real OpenAI client sets
-``extra_body={"vllm_xargs": {...}}``; vLLM's metrics show the request undrafted or capped, greedy output
-stays the same, and a bad value is the client's HTTP 400 while the server goes on."""
+``extra_body={"vllm_xargs": {...}}``; vLLM's metrics show the request undrafted or capped, specplug's
+stats show it drafted only by the part of the server's method it names, greedy output stays the
+same, and a bad value is the client's HTTP 400 while the server goes on."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import sys
+import time
+from pathlib import Path
 
 import openai
 import pytest
 
+from specplug.lab.local_server import free_port
 from specplug_adapters.vllm import read_stats
-from tests.vllm.engine.test_server import get, server  # noqa: F401 - the module's server fixture
+from tests.served import served
+from tests.vllm._paths import ROOT, eagle_head_dir, model_dir
+from tests.vllm.engine.test_server import STARTUP_S, get, server  # noqa: F401 - the module's server fixture
 
 # a list the model repeats: the suffix method drafts most of it
 PROMPT = "Repeat this list exactly, twice:\nitem 1: apple\nitem 2: pear\nitem 3: plum\nitem 4: fig\n"
@@ -56,7 +65,9 @@ def test_off_and_a_cap_are_honoured_per_request_with_the_same_output(server):  #
     ({"specplug_draft": "maybe"}, "specplug_draft = 'maybe' is not valid; use one of on, off"),
     ({"specplug_max_draft_tokens": -1}, "specplug_max_draft_tokens = -1 is not valid; it must be an integer >= 0"),
     ({"specplug_max_draft_tokens": 1.5}, "specplug_max_draft_tokens = 1.5 is not valid"),
-    ({"specplug_mode": "fast"}, "'specplug_mode' is not valid; specplug reads specplug_draft, specplug_max_draft_tokens"),
+    ({"specplug_mode": "fast"},
+     "'specplug_mode' is not valid; specplug reads specplug_draft, specplug_max_draft_tokens, specplug_method"),
+    ({"specplug_method": "ngram"}, "specplug_method = 'ngram' is not valid; this server honours suffix"),
 ])
 def test_a_bad_control_is_a_400_and_the_server_goes_on(server, xargs, message):  # noqa: F811
     base, _ = server
@@ -64,3 +75,103 @@ def test_a_bad_control_is_a_400_and_the_server_goes_on(server, xargs, message): 
         complete(base, xargs)
     assert caught.value.status_code == 400 and message in str(caught.value)
     assert get(base + "/health") == ""
+
+
+def test_a_single_method_server_takes_its_own_name(server):  # noqa: F811
+    base, stats = server
+    text, _, _ = complete(base, None)
+    before = drafts_by_source(stats)
+    named_text, drafts, _ = complete(base, {"specplug_method": "suffix"})
+    assert named_text == text and drafts > 0
+    assert drafts_by_source(stats)["suffix"] > before["suffix"]
+
+
+# a composite server: specplug.adaptive over its lookups, specplug.hybrid over the trained EAGLE head
+COMPOSITES = {
+    "specplug.adaptive": ({"method": "specplug.adaptive", "num_speculative_tokens": 8}, ("adaptive", "suffix", "ngram")),
+    "specplug.hybrid": ({"method": "specplug.hybrid", "neural": "eagle", "num_speculative_tokens": 3},
+                        ("hybrid", "suffix", "neural")),
+}
+#: what the stats call the drafts of each name a request may give
+SOURCES = {"suffix": "suffix", "ngram": "ngram", "neural": "eagle"}
+#: a list the model goes on with: each lookup finds its continuation within the request itself
+LIST_PROMPT = "apple, pear, plum, fig, apple, pear, plum, fig, apple, pear, plum, fig, apple, pear,"
+
+
+def continued(base: str, xargs: dict | None) -> tuple[str, float]:
+    """The greedy continuation of :data:`LIST_PROMPT` under ``xargs`` (a real OpenAI client), and
+    the drafts vLLM counted for it alone."""
+    client = openai.OpenAI(base_url=base + "/v1", api_key="none", timeout=300, max_retries=0)
+    drafts, _ = spec_counts(base)
+    answer = client.completions.create(model="smol", prompt=LIST_PROMPT, max_tokens=TOKENS, temperature=0,
+                                       extra_body={"vllm_xargs": xargs} if xargs is not None else None)
+    return answer.choices[0].text, spec_counts(base)[0] - drafts
+
+
+@pytest.fixture(scope="module", params=sorted(COMPOSITES))
+def composite(request, vllm_cpu, tmp_path_factory):
+    """`vllm serve` with a composite method; its stats written every step."""
+    speculative, names = COMPOSITES[request.param]
+    if "neural" in speculative:
+        speculative = {**speculative, "model": eagle_head_dir()}
+    cli = Path(sys.executable).parent / "vllm"
+    port = free_port()
+    stats = tmp_path_factory.mktemp("composite") / "stats.json"
+    command = [
+        str(cli), "serve", model_dir(), "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+        "--enforce-eager", "--max-model-len", "2048", "--max-num-seqs", "2", "--served-model-name", "smol",
+        "--speculative-config", json.dumps(speculative),
+        "--additional-config", json.dumps({"specplug": {"stats_file": str(stats), "stats_interval": 0}}),
+    ]
+    with served(command, port, name=f"vllm serve ({request.param})", log=stats.parent / "server.log",
+                env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, timeout_s=STARTUP_S, cwd=ROOT, new_session=True) as base:
+        yield base, stats, names
+
+
+def drafts_by_source(stats: Path) -> dict[str, int]:
+    """specplug's draft counts by source so far (read until two reads a moment apart agree: the last
+    step's write lands with the response)."""
+    def read() -> dict[str, int]:
+        counters = read_stats(stats)["counters"]
+        return {key[len("drafts."):]: value for key, value in counters.items() if key.startswith("drafts.")}
+
+    last = read()
+    for _ in range(20):
+        time.sleep(0.25)
+        now = read()
+        if now == last:
+            break
+        last = now
+    return _Counts(last)
+
+
+class _Counts(dict):
+    def __missing__(self, key: str) -> int:
+        return 0
+
+
+def test_a_request_naming_a_part_is_drafted_by_that_part_alone_with_the_same_output(composite):
+    base, stats, names = composite
+    text, drafts = continued(base, None)
+    assert drafts > 0
+    for name in names[1:]:
+        before = drafts_by_source(stats)
+        named_text, named_drafts = continued(base, {"specplug_method": name})
+        after = drafts_by_source(stats)
+        gained = {source: after[source] - before[source] for source in after if after[source] != before[source]}
+        assert named_text == text, name
+        assert gained and set(gained) == {SOURCES[name]} and named_drafts > 0, (name, gained)
+    own_text, _ = continued(base, {"specplug_method": names[0]})  # the server's own name: as it chooses
+    assert own_text == text
+    counters = read_stats(stats)["counters"]
+    assert counters["request_control.method"] > 0 and counters.get("faults", 0) == 0, counters
+
+
+def test_a_method_the_server_cannot_honour_is_a_400_naming_its_own(composite):
+    base, _, names = composite
+    with pytest.raises(openai.BadRequestError) as caught:
+        complete(base, {"specplug_method": "eagle3"})
+    message = f"specplug_method = 'eagle3' is not valid; this server honours {', '.join(names)}"
+    assert caught.value.status_code == 400 and message in str(caught.value)
+    assert get(base + "/health") == ""
+    assert complete(base, {"specplug_method": names[1]})[0]  # and it goes on serving
