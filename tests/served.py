@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import subprocess
+from collections import Counter
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from specplug.engine import read_stats
 from specplug.lab.local_server import ServerNotReady, wait_until_ready
 
 
@@ -37,3 +40,21 @@ def served(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=30)
+
+
+def drafts_by_source(stats: Path) -> Counter[str]:
+    """A server's specplug draft counts by source so far (0 for a source that drafted nothing), from
+    its stats file (read until two reads a moment apart agree: the last step's write lands with the
+    response)."""
+    def read() -> dict[str, int]:
+        counters = read_stats(stats)["counters"]
+        return {key[len("drafts."):]: value for key, value in counters.items() if key.startswith("drafts.")}
+
+    last = read()
+    for _ in range(20):
+        time.sleep(0.25)
+        now = read()
+        if now == last:
+            break
+        last = now
+    return Counter(last)

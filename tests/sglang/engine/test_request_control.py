@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from specplug.lab.local_server import free_port
 from specplug_adapters.sglang import STATS_FILE_ENV, STATS_INTERVAL_ENV
 from tests.sglang.engine.conftest import PROMPTS, SAMPLING
 from tests.sglang.engine.test_server import STARTUP_S, _flags
-from tests.served import served
+from tests.served import drafts_by_source, served
 
 
 def _launch(model_dir: str, folder: Path, algorithm: str):
@@ -97,22 +96,6 @@ def adaptive(sglang, model_dir, tmp_path_factory):
     launched, stats = _launch(model_dir, tmp_path_factory.mktemp("sglang-adaptive"), "SPECPLUG_ADAPTIVE")
     with launched as base:
         yield base, stats
-
-
-def drafts_by_source(stats: Path) -> dict[str, int]:
-    """specplug's draft counts by source so far (read until two reads a moment apart agree)."""
-    def read() -> dict[str, int]:
-        counters = read_stats(stats)["counters"]
-        return {key[len("drafts."):]: value for key, value in counters.items() if key.startswith("drafts.")}
-
-    last = read()
-    for _ in range(20):
-        time.sleep(0.25)
-        now = read()
-        if now == last:
-            break
-        last = now
-    return last
 
 
 def test_a_request_naming_a_part_is_drafted_by_that_part_alone_with_the_same_output(adaptive):

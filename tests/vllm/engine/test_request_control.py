@@ -9,7 +9,6 @@ import json
 import os
 import re
 import sys
-import time
 from pathlib import Path
 
 import openai
@@ -17,7 +16,7 @@ import pytest
 
 from specplug.lab.local_server import free_port
 from specplug_adapters.vllm import read_stats
-from tests.served import served
+from tests.served import drafts_by_source, served
 from tests.vllm._paths import ROOT, eagle_head_dir, model_dir
 from tests.vllm.engine.test_server import STARTUP_S, get, server  # noqa: F401 - the module's server fixture
 
@@ -126,28 +125,6 @@ def composite(request, vllm_cpu, tmp_path_factory):
     with served(command, port, name=f"vllm serve ({request.param})", log=stats.parent / "server.log",
                 env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, timeout_s=STARTUP_S, cwd=ROOT, new_session=True) as base:
         yield base, stats, names
-
-
-def drafts_by_source(stats: Path) -> dict[str, int]:
-    """specplug's draft counts by source so far (read until two reads a moment apart agree: the last
-    step's write lands with the response)."""
-    def read() -> dict[str, int]:
-        counters = read_stats(stats)["counters"]
-        return {key[len("drafts."):]: value for key, value in counters.items() if key.startswith("drafts.")}
-
-    last = read()
-    for _ in range(20):
-        time.sleep(0.25)
-        now = read()
-        if now == last:
-            break
-        last = now
-    return _Counts(last)
-
-
-class _Counts(dict):
-    def __missing__(self, key: str) -> int:
-        return 0
 
 
 def test_a_request_naming_a_part_is_drafted_by_that_part_alone_with_the_same_output(composite):
