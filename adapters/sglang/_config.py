@@ -18,8 +18,9 @@ from typing import Any, NoReturn
 
 import specplug
 from specplug import InvalidOptionError, UnknownMethodError
-from specplug.engine import capabilities_of, create_for_engine, methods_composing_engine_drafter, no_drafter, served_methods
-from specplug_adapters.sglang._requests import serve
+from specplug.engine import (
+    capabilities_of, create_for_engine, methods_composing_engine_drafter, no_drafter, note_served, served_methods,
+)
 
 __all__ = [
     "DEFAULT_NUM_DRAFT_TOKENS",
@@ -181,7 +182,7 @@ def check_eagle_options(algorithm: str, options: Mapping[str, Any], server_args:
     from specplug.engine import EngineDrafts
 
     created = create_overlay_method(method, options, EngineDrafts(source), worker)
-    serve(served_methods(method, created))  # this process admits the server's requests
+    note_served(served_methods(method, created))  # this process admits the server's requests
 
 
 def method_of(algorithm: object) -> str:
@@ -304,4 +305,4 @@ def check_options(
     read_stats_settings()
     # creating it once checks every option (and a composing method's drafter) the way the worker will
     created = create_proposer(algorithm, options, model)
-    serve(served_methods(method, created))  # this process admits the server's requests
+    note_served(served_methods(method, created))  # this process admits the server's requests

@@ -7,7 +7,7 @@ OpenAI clients set them as ``extra_body={"custom_params": {"specplug_draft": "of
 request's sampling parameters (``SamplingParams.verify``, in the tokenizer manager: a bad value
 is the client's HTTP 400); the ``SPECPLUG_*`` worker reads them per request each step.
 
-A method name is checked against the server's own (:func:`serve`): the launching process, where
+A method name is checked against the server's own (``specplug.engine.note_served``): the launching process, where
 the tokenizer manager runs, checks the server's arguments and notes there what its requests may
 name (the specplug method, e.g. ``adaptive`` for ``SPECPLUG_ADAPTIVE``, and its parts).
 """
@@ -18,23 +18,9 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from specplug.engine import EngineDrafting, request_control
+from specplug.engine import EngineDrafting, noted_served, request_control
 
-__all__ = ["check_request", "install_request_check", "request_controls", "serve", "served"]
-
-#: the method names this process's server honours (None: it checked no SPECPLUG_* server)
-_served: tuple[str, ...] | None = None
-
-
-def serve(methods: Sequence[str]) -> None:
-    """Note the names a request to the server configured in this process may give as ``specplug_method``."""
-    global _served
-    _served = tuple(methods)
-
-
-def served() -> tuple[str, ...] | None:
-    """The names :func:`serve` noted (None: none)."""
-    return _served
+__all__ = ["check_request", "install_request_check", "request_controls"]
 
 #: marks SGLang's verify as wrapped (a second register() leaves it alone)
 _MARK = "__specplug_wraps__"
@@ -43,7 +29,7 @@ _MARK = "__specplug_wraps__"
 def check_request(custom_params: Any) -> None:
     """Raise ``ValueError`` (SGLang's bad request) for a bad control."""
     if isinstance(custom_params, dict):
-        request_control(custom_params, _served)  # InvalidOptionError is a ValueError
+        request_control(custom_params, noted_served())  # InvalidOptionError is a ValueError
 
 
 def install_request_check() -> None:

@@ -27,10 +27,10 @@ from specplug.engine import (
     create_for_engine,
     methods_composing_engine_drafter,
     no_drafter,
+    note_served,
     served_methods,
 )
 from specplug_adapters.vllm._neural import NEURAL_METHODS, check_neural_method, is_mtp, neural_drafter
-from specplug_adapters.vllm._requests import serve
 
 __all__ = [
     "ADAPTER_KEYS",
@@ -228,7 +228,7 @@ def translate(
     method = create_method(settings, StandInDrafter() if composes else None,
                            OnlineCostModel() if composes and settings.step_costs == "online" else None)
     # this process admits the server's requests: what they may name as their method is this method's
-    serve(served_methods(name, method))
+    note_served(served_methods(name, method))
     extra[SECTION] = section
     return spec, extra
 

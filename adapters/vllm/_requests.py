@@ -7,7 +7,7 @@ OpenAI clients set them as ``extra_body={"vllm_xargs": {"specplug_draft": "off"}
 (``SamplingParams.verify``, in the API server, so a bad value is the client's HTTP 400); the
 drafter and the overlay read them per row from the model runner's requests each step.
 
-A method name is checked against the server's own (:func:`serve`): the process that builds the
+A method name is checked against the server's own (``specplug.engine.note_served``): the process that builds the
 server's config from a ``specplug.*`` method (the API server of ``vllm serve``, or the process
 that makes an ``LLM``) notes what its requests may name. A process that built none (an extra API
 server process) checks only that the name is a string; the engine then counts a name it cannot
@@ -22,29 +22,15 @@ from typing import Any
 import numpy as np
 
 from specplug import InvalidOptionError
-from specplug.engine import EngineDrafting, RequestControl, request_control
+from specplug.engine import EngineDrafting, RequestControl, noted_served, request_control
 
-__all__ = ["check_request", "controlled_limits", "controlled_methods", "request_controls", "serve", "served"]
-
-#: the method names this process's server honours (None: it built no specplug server)
-_served: tuple[str, ...] | None = None
-
-
-def serve(methods: Sequence[str]) -> None:
-    """Note the names a request to the server configured in this process may give as ``specplug_method``."""
-    global _served
-    _served = tuple(methods)
-
-
-def served() -> tuple[str, ...] | None:
-    """The names :func:`serve` noted (None: none)."""
-    return _served
+__all__ = ["check_request", "controlled_limits", "controlled_methods", "request_controls"]
 
 
 def check_request(extra_args: Mapping[str, Any] | None) -> None:
     """Raise vLLM's own validation error (HTTP 400 through its OpenAI server) for a bad control."""
     try:
-        request_control(extra_args, _served)
+        request_control(extra_args, noted_served())
     except InvalidOptionError as error:
         from vllm.exceptions import VLLMValidationError
 

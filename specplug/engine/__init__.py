@@ -43,6 +43,8 @@ from specplug.engine._request_control import (
     NEURAL_METHOD,
     REQUEST_KEYS,
     RequestControl,
+    note_served,
+    noted_served,
     request_control,
     served_methods,
 )
@@ -79,6 +81,8 @@ __all__ = [
     "installed_version",
     "methods_composing_engine_drafter",
     "no_drafter",
+    "note_served",
+    "noted_served",
     "range_problem",
     "read_stats",
     "request_control",

@@ -34,7 +34,7 @@ from specplug._errors import InvalidOptionError
 from specplug._batch import NEURAL_METHOD
 
 __all__ = [
-    "DRAFT_KEY", "MAX_DRAFT_TOKENS_KEY", "METHOD_KEY", "NEURAL_METHOD", "REQUEST_KEYS", "RequestControl", "request_control", "served_methods",
+    "DRAFT_KEY", "MAX_DRAFT_TOKENS_KEY", "METHOD_KEY", "NEURAL_METHOD", "REQUEST_KEYS", "RequestControl", "note_served", "noted_served", "request_control", "served_methods",
 ]
 
 #: "off": this request is never drafted; "on" (the default): as the server is set
@@ -82,6 +82,22 @@ def served_methods(method: str, proposer: object) -> tuple[str, ...]:
     """
     parts = getattr(proposer, "request_methods", ())
     return (method, *(part for part in parts if part != method))
+
+
+#: the names the specplug server set up in this process honours (None: none was set up here)
+_served: tuple[str, ...] | None = None
+
+
+def note_served(methods: Sequence[str]) -> None:
+    """Note the names a request to the server set up in this process may give as ``specplug_method``
+    (the adapter notes them where it checks the server's config, the process that checks its requests)."""
+    global _served
+    _served = tuple(methods)
+
+
+def noted_served() -> tuple[str, ...] | None:
+    """The names :func:`note_served` noted (None: no server was set up in this process)."""
+    return _served
 
 
 def request_control(params: Mapping[str, Any] | None, methods: Sequence[str] | None = None) -> RequestControl:

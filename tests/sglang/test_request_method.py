@@ -19,12 +19,13 @@ def _req(rid: str, tokens: list[int], params: dict | None) -> SimpleNamespace:
 
 def test_the_servers_check_notes_what_its_requests_may_name(sglang, monkeypatch):
     from specplug_adapters.sglang import _requests
+    from specplug.engine import _request_control as request_control_module, noted_served
     from specplug_adapters.sglang._config import check_options
 
-    monkeypatch.setattr(_requests, "_served", None)
+    monkeypatch.setattr(request_control_module, "_served", None)
     _requests.check_request({"specplug_method": "anything"})  # no server checked here: the worker checks it
     check_options("SPECPLUG_ADAPTIVE", {}, WIDTH)
-    assert _requests.served() == ("adaptive", "suffix", "ngram")
+    assert noted_served() == ("adaptive", "suffix", "ngram")
     _requests.check_request({"specplug_method": "ngram"})
     with pytest.raises(ValueError, match="specplug_method = 'neural' is not valid; this server honours adaptive, suffix, ngram"):
         _requests.check_request({"specplug_method": "neural"})

@@ -91,12 +91,13 @@ def test_the_config_notes_what_its_requests_may_name_and_the_check_holds_them_to
     from vllm.exceptions import VLLMValidationError
 
     from specplug_adapters.vllm import _requests
+    from specplug.engine import _request_control as request_control_module, noted_served
     from specplug_adapters.vllm._config import translate
 
-    monkeypatch.setattr(_requests, "_served", None)
+    monkeypatch.setattr(request_control_module, "_served", None)
     _requests.check_request({"specplug_method": "anything"})  # no server built here: the engine checks it
     translate({"method": "specplug.adaptive", "num_speculative_tokens": 4}, None, ["method", "model", "num_speculative_tokens"])
-    assert _requests.served() == ("adaptive", "suffix", "ngram")
+    assert noted_served() == ("adaptive", "suffix", "ngram")
     _requests.check_request({"specplug_method": "ngram"})
     with pytest.raises(VLLMValidationError, match="specplug_method = 'neural' is not valid; this server honours adaptive, suffix, ngram"):
         _requests.check_request({"specplug_method": "neural"})
