@@ -65,8 +65,9 @@ def misses(result: BenchResult, batch: int, workload: str, warm: bool = False) -
 
 def _short(row: str) -> str:
     """``adaptive:candidates=... (warm)`` as ``adaptive (warm)``."""
-    name = row.split(":")[0]
-    return warm_label(name) if row.endswith(warm_label("")) and name != row else name
+    warm = row.endswith(warm_label(""))
+    name = row.removesuffix(warm_label("")).split(":")[0]
+    return warm_label(name) if warm else name
 
 
 def _order(methods: Sequence[str]) -> list[str]:
