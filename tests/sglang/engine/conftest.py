@@ -9,6 +9,9 @@ import os
 
 import pytest
 
+from specplug.engine import read_stats
+from specplug_adapters.sglang import STATS_FILE_ENV, STATS_INTERVAL_ENV
+
 #: code-edit prompts: the output repeats the prompt's lines, so lookups have something to draft
 PROMPTS = [
     "def fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n\n"
@@ -65,3 +68,33 @@ def plain(sglang, model_dir) -> list[dict]:
         return generate(engine)
     finally:
         stop_engine(engine)
+
+
+def run_hybrid_overlay(
+    model_dir: str, plain: list[dict], monkeypatch, tmp_path, neural_source: str, **engine_kwargs
+) -> dict:
+    """Run a ``SPECPLUG_HYBRID_*`` overlay (``engine_kwargs``: its algorithm and draft settings, 3 steps)
+    and check what every overlay must show: greedy text identical to ``plain``, drafted tokens accepted,
+    no fault, and both the neural drafter (``drafts.<neural_source>``) and the lookup drafting. Returns
+    the stats file's counters for the caller's own checks."""
+    monkeypatch.setenv(STATS_FILE_ENV, str(tmp_path / "stats-{pid}.json"))
+    monkeypatch.setenv(STATS_INTERVAL_ENV, "0")
+    engine = start_engine(model_dir, speculative_num_steps=3, **engine_kwargs)
+    try:
+        outputs = generate(engine)
+    finally:
+        stop_engine(engine)
+    assert [out["text"] for out in outputs] == [out["text"] for out in plain]
+    metas = [out["meta_info"] for out in outputs]
+    assert all(meta["spec_verify_ct"] > 0 for meta in metas), metas
+    # the test prompts' greedy text repeats itself: the lookup drafts it and SGLang accepts it
+    assert all(meta["spec_num_correct_drafts"] > 0 for meta in metas), metas
+    assert all(meta["completion_tokens"] > meta["spec_verify_ct"] for meta in metas), metas
+    [stats_file] = tmp_path.glob("stats-*.json")  # one scheduler process
+    stats = read_stats(stats_file)
+    assert stats["method"] == engine_kwargs["speculative_algorithm"] and stats["num_draft_tokens"] == 4, stats
+    counters = stats["counters"]
+    assert counters.get("faults", 0) == 0, counters
+    # both sources reached the hybrid's choice
+    assert counters[f"drafts.{neural_source}"] > 0 and counters["drafts.suffix"] > 0, counters
+    return counters
