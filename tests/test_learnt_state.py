@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import logging
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -148,3 +151,66 @@ def test_an_engine_keeps_what_its_composite_learnt_when_it_closes(tmp_path):
     assert not path.exists()  # two requests, none finished: nothing written yet
     drafting.close()
     assert create("adaptive", learnt_state=str(path))._pooled_drafted.sum() > 0
+
+
+#: a process that serves ``finished`` requests through an adaptive with learnt_state (fewer than
+#: SAVE_EVERY: nothing is written on the way) and exits, in itself or in a multiprocessing child
+_SERVE_AND_EXIT = """
+import multiprocessing, sys
+from specplug import create
+
+def serve(path, finished):
+    adaptive = create("adaptive", learnt_state=path)
+    for index in range(finished + 1):
+        request = f"r{index}"
+        adaptive.start(request, [1, 2, 3, 1, 2, 3])
+        adaptive.extend(request, [1, 2])
+        adaptive.propose(request, 4)
+        adaptive.extend(request, [3])
+        if index < finished:  # the last one is still being served at exit
+            adaptive.stop(request)
+    serve.kept = adaptive  # alive until the process ends, as an engine's drafter is
+
+if __name__ == "__main__":
+    path, finished, where = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    if where == "main":
+        serve(path, finished)
+    else:
+        child = multiprocessing.get_context(where).Process(target=serve, args=(path, finished))
+        child.start()
+        child.join()
+        sys.exit(child.exitcode)
+"""
+
+
+@pytest.mark.parametrize("where", ["main", "fork", "spawn"])
+def test_a_process_that_exits_keeps_what_finished_since_the_last_write(tmp_path, where):
+    # vLLM and SGLang never close their drafter: what the last requests taught would be lost on a
+    # restart, were it not written as the process (an engine's worker: a multiprocessing child) exits
+    script = tmp_path / "serve.py"
+    script.write_text(_SERVE_AND_EXIT)
+    path = tmp_path / "adaptive.npz"
+    subprocess.run([sys.executable, str(script), str(path), "3", where], check=True, timeout=300)
+    assert create("adaptive", learnt_state=str(path))._pooled_drafted.sum() > 0
+
+
+def test_a_dropped_composite_keeps_what_finished_since_the_last_write(tmp_path):
+    path = tmp_path / "adaptive.npz"
+    adaptive = create("adaptive", learnt_state=str(path))
+    adaptive.start("r", [1, 2, 3, 1, 2, 3])
+    adaptive.extend("r", [1, 2])
+    adaptive.propose("r", 4)
+    adaptive.extend("r", [3])
+    adaptive.stop("r")
+    assert not path.exists()
+    del adaptive
+    gc.collect()
+    assert create("adaptive", learnt_state=str(path))._pooled_drafted.sum() > 0
+
+
+def test_a_process_that_finished_nothing_since_the_last_write_writes_nothing_at_exit(tmp_path):
+    script = tmp_path / "serve.py"
+    script.write_text(_SERVE_AND_EXIT)
+    path = tmp_path / "adaptive.npz"
+    subprocess.run([sys.executable, str(script), str(path), "0", "main"], check=True, timeout=300)
+    assert not path.exists()

@@ -182,8 +182,10 @@ class CompositeProposer(Proposer):
         self._learnt = None if learnt_state is None else LearntState(
             learnt_state, self.name, [part.name for part in self.parts], self._pooled_drafted.shape
         )
-        if self._learnt is not None and (counts := self._learnt.read()) is not None:
-            self._pooled_drafted[...], self._pooled_accepted[...] = counts
+        if self._learnt is not None:
+            if (counts := self._learnt.read()) is not None:
+                self._pooled_drafted[...], self._pooled_accepted[...] = counts
+            self._learnt.keep_at_the_end(self, self._pooled_drafted, self._pooled_accepted)
         self._no_times = np.zeros((1, len(_KINDS), 1))
         self._no_neurals = np.zeros(0, dtype=np.int64)
         self._no_pricing = (1, *_linear_coefficients(None, 1))  # without a cost model, or priced in Python: never read

@@ -5,7 +5,8 @@ statistics track, score band and draft position); every new request's estimates 
 A fresh server has none, and pays to learn them again: it calls a weak neural drafter until its
 counts say it is weak, and cuts drafts by the prior until they say how far they run. With
 ``learnt_state = PATH`` a composite reads the counts from PATH when it is built (if the file
-exists) and writes them there every :data:`SAVE_EVERY` finished requests.
+exists) and writes them there every :data:`SAVE_EVERY` finished requests, and once more, if
+requests finished since, when the composite is dropped or its process exits.
 
 Every tensor-parallel rank reads the same file and counts the same tokens, so the ranks' choices
 stay alike; they write the same counts too (each through a file of its own, then an atomic
@@ -19,6 +20,7 @@ import contextlib
 import json
 import logging
 import os
+from multiprocessing import util as multiprocessing_util
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,7 +45,20 @@ class LearntState:
         self.path = Path(path)
         self.layout = {"format": _FORMAT, "method": method, "parts": list(parts), "shape": list(shape)}
         self._finished = 0
+        self._unsaved = 0  # requests finished since the last write
         self._failed_write = False
+
+    def keep_at_the_end(self, owner: object, drafted: np.ndarray, accepted: np.ndarray) -> None:
+        """When ``owner`` (the composite) is dropped or its process exits, write ``drafted`` and
+        ``accepted`` (its pooled arrays, updated in place) if requests finished since the last write:
+        vLLM and SGLang never close their drafter. A multiprocessing finalizer, not atexit: engines
+        run the drafter in worker processes, which run finalizers on their way out but skip atexit
+        when forked. (A process killed outright, as SGLang's schedulers are, runs neither.)"""
+        multiprocessing_util.Finalize(owner, self._write_unsaved, args=(drafted, accepted), exitpriority=0)
+
+    def _write_unsaved(self, drafted: np.ndarray, accepted: np.ndarray) -> None:
+        if self._unsaved:
+            self.write(drafted, accepted)
 
     def read(self) -> tuple[np.ndarray, np.ndarray] | None:
         """The pooled (drafted, accepted) counts the file holds; None when there is no file yet."""
@@ -72,6 +87,7 @@ class LearntState:
     def finished(self, drafted: np.ndarray, accepted: np.ndarray) -> None:
         """A request finished: write the counts every :data:`SAVE_EVERY` of them."""
         self._finished += 1
+        self._unsaved += 1
         if self._finished % SAVE_EVERY == 0:
             self.write(drafted, accepted)
 
@@ -84,6 +100,7 @@ class LearntState:
             with open(partial, "wb") as file:
                 np.savez(file, layout=np.array(json.dumps(self.layout)), drafted=drafted, accepted=accepted)
             os.replace(partial, self.path)
+            self._unsaved = 0
         except OSError as error:
             if not self._failed_write:
                 _log.warning("specplug: could not write learnt_state %s (%s); drafting goes on", self.path, error)

@@ -17,11 +17,16 @@ from tests.vllm.engine.conftest import assert_same_output, engine, generate
         ("adaptive", None, {"candidates": ["suffix", "ngram"]}),
     ],
 )
-def test_greedy_output_unchanged_and_drafts_accepted(plain, chats, stats_path, method, source, options):
+def test_greedy_output_unchanged_and_drafts_accepted(plain, chats, stats_path, tmp_path, method, source, options):
+    learnt = tmp_path / "learnt.npz"
+    if method == "adaptive":  # what it learnt is written as vLLM's engine process shuts down
+        options = {**options, "learnt_state": str(learnt)}
     # options travel in the speculative config; adapter settings in additional_config
     speculative = {"method": f"specplug.{method}", "num_speculative_tokens": 6, **options}
     with engine(speculative, {"specplug": {"stats_file": str(stats_path), "stats_interval": 0}}) as llm:
         run = generate(llm, chats)
+    if method == "adaptive":
+        assert specplug.create("adaptive", **options)._pooled_drafted.sum() > 0
     assert_same_output(plain, run, f"specplug.{method}")
     # acceptance lands in vLLM's own spec-decode metrics
     assert run.metrics["spec_decode_num_drafts"] > 0, run.metrics
