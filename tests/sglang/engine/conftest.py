@@ -70,13 +70,15 @@ def plain(sglang, model_dir) -> list[dict]:
         stop_engine(engine)
 
 
-def run_hybrid_overlay(
-    model_dir: str, plain: list[dict], monkeypatch, tmp_path, neural_source: str, **engine_kwargs
+def run_overlay(
+    model_dir: str, plain: list[dict], monkeypatch, tmp_path, neural_source: str, accepting: list[int] | None = None,
+    **engine_kwargs,
 ) -> dict:
-    """Run a ``SPECPLUG_HYBRID_*`` overlay (``engine_kwargs``: its algorithm and draft settings, 3 steps)
-    and check what every overlay must show: greedy text identical to ``plain``, drafted tokens accepted,
-    no fault, and both the neural drafter (``drafts.<neural_source>``) and the lookup drafting. Returns
-    the stats file's counters for the caller's own checks."""
+    """Run a ``SPECPLUG_*`` overlay (``engine_kwargs``: its algorithm and draft settings, 3 steps) and
+    check what every overlay must show: greedy text identical to ``plain``, drafted tokens accepted
+    (in the outputs ``accepting`` lists; None: every one), no fault, and both the neural drafter
+    (``drafts.<neural_source>``) and the lookup drafting. Returns the stats file's counters for the
+    caller's own checks."""
     monkeypatch.setenv(STATS_FILE_ENV, str(tmp_path / "stats-{pid}.json"))
     monkeypatch.setenv(STATS_INTERVAL_ENV, "0")
     engine = start_engine(model_dir, speculative_num_steps=3, **engine_kwargs)
@@ -88,8 +90,9 @@ def run_hybrid_overlay(
     metas = [out["meta_info"] for out in outputs]
     assert all(meta["spec_verify_ct"] > 0 for meta in metas), metas
     # the test prompts' greedy text repeats itself: the lookup drafts it and SGLang accepts it
-    assert all(meta["spec_num_correct_drafts"] > 0 for meta in metas), metas
-    assert all(meta["completion_tokens"] > meta["spec_verify_ct"] for meta in metas), metas
+    accepted = [metas[index] for index in accepting] if accepting is not None else metas
+    assert all(meta["spec_num_correct_drafts"] > 0 for meta in accepted), metas
+    assert all(meta["completion_tokens"] > meta["spec_verify_ct"] for meta in accepted), metas
     [stats_file] = tmp_path.glob("stats-*.json")  # one scheduler process
     stats = read_stats(stats_file)
     assert stats["method"] == engine_kwargs["speculative_algorithm"] and stats["num_draft_tokens"] == 4, stats

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from specplug_adapters.sglang import OPTIONS_ENV
-from tests.sglang.engine.conftest import generate, run_hybrid_overlay, start_engine, stop_engine
+from tests.sglang.engine.conftest import generate, run_overlay, start_engine, stop_engine
 from tests.sglang.engine.mtp_model import make_mimo_mtp_model
 
 
@@ -37,7 +37,7 @@ def test_the_hybrid_over_a_models_own_mtp_layer_is_identical_to_plain_decoding_w
     monkeypatch.delenv(OPTIONS_ENV, raising=False)
     # NEXTN needs no draft path (the model's own is the draft); EAGLE is given it, as SGLang's NEXTN resolves to
     draft = {"speculative_draft_model_path": mtp_model} if given_path else {}
-    counters = run_hybrid_overlay(mtp_model, mtp_plain, monkeypatch, tmp_path, source, speculative_algorithm=algorithm,
+    counters = run_overlay(mtp_model, mtp_plain, monkeypatch, tmp_path, source, speculative_algorithm=algorithm,
                                   **draft)
     # the lookup's drafts went to verify in the MTP layer's place
     assert counters["overlaid_rows"] > 0, counters
