@@ -20,9 +20,9 @@ import contextlib
 import json
 import logging
 import os
-from multiprocessing import util as multiprocessing_util
 import zipfile
 from collections.abc import Sequence
+from multiprocessing import util as multiprocessing_util
 from pathlib import Path
 
 import numpy as np

@@ -98,6 +98,6 @@ def run_overlay(
     assert stats["method"] == engine_kwargs["speculative_algorithm"] and stats["num_draft_tokens"] == 4, stats
     counters = stats["counters"]
     assert counters.get("faults", 0) == 0, counters
-    # both sources reached the hybrid's choice
+    # both sources reached the method's choice
     assert counters[f"drafts.{neural_source}"] > 0 and counters["drafts.suffix"] > 0, counters
     return counters

@@ -18,9 +18,8 @@ from tests.vllm.engine.conftest import assert_same_output, engine, generate
     ],
 )
 def test_greedy_output_unchanged_and_drafts_accepted(plain, chats, stats_path, tmp_path, method, source, options):
-    learnt = tmp_path / "learnt.npz"
     if method == "adaptive":  # what it learnt is written as vLLM's engine process shuts down
-        options = {**options, "learnt_state": str(learnt)}
+        options = {**options, "learnt_state": str(tmp_path / "learnt.npz")}
     # options travel in the speculative config; adapter settings in additional_config
     speculative = {"method": f"specplug.{method}", "num_speculative_tokens": 6, **options}
     with engine(speculative, {"specplug": {"stats_file": str(stats_path), "stats_interval": 0}}) as llm:
