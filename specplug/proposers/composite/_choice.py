@@ -144,9 +144,9 @@ def _hopeful(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray, slot: int,
     track: int, prior: float, weight: float, own_weight: float, explore: float, steps: int, out: np.ndarray,
 ) -> None:  # pragma: no cover - compiled
-    # a neural part's estimate (request ``slot``'s ``track``, band 0; the pooled estimate worth
-    # ``own_weight`` observations against the request's) plus its exploration bonus, at most 1 (it
-    # is observed only when called)
+    # without a cost model: a neural part's estimate (request ``slot``'s ``track``, band 0; the pooled
+    # estimate worth ``own_weight`` observations against the request's) plus its exploration bonus,
+    # at most 1 (it is observed only when called); by cost, _hopeful_cut weighs the bonus by reach
     positions = drafted.shape[2]
     _chained_estimate_weighted(own_drafted, own_accepted, drafted, accepted, slot, track, 0, prior, weight, own_weight,
                                out, positions)
@@ -193,6 +193,30 @@ def _kept_share(step_times: np.ndarray, ran: int, with_neural: int, longest: int
     if not with_pass > 0.0:
         return 1.0
     return min(max(step_times[ran, longest] / with_pass, 0.0), 1.0)
+
+
+@njit(cache=True, inline="always")
+def _hopeful_cut(
+    plain: np.ndarray, drafted: np.ndarray, track: int, weight: float, explore: float, steps: int, count: int,
+    times: np.ndarray, kind: int,
+) -> tuple[float, int, float]:  # pragma: no cover - compiled
+    # By cost: _best_cut of a neural part's draft with its exploration bonus (``plain``: its
+    # estimate without one; ``drafted``: pooled counts, ``track``, band 0). Each position's bonus
+    # (the UCB term of _hopeful) is added where the position is reached as the plain estimates
+    # say, E(k) = sum_{j<k} reach_j * min(p_j + bonus_j, 1) with reach_j = prod_{i<j} p_i. Added
+    # to each p_j instead, the bonuses compound: a weak drafter, whose later positions are seldom
+    # reached and so stay unobserved, looks like a fair one long after its first positions are
+    # known to fail. Weighed by reach, what is uncertain is priced by how much it could matter.
+    grown = math.log1p(float(steps))
+    total, reach = 0.0, 1.0
+    best_rate, best_k, best_expected = 0.0, 0, 0.0
+    for j in range(count):
+        total += reach * min(plain[j] + explore * math.sqrt(grown / (drafted[track, 0, j] + weight)), 1.0)
+        reach *= plain[j]
+        rate = (1.0 + total) / times[kind, j + 1]
+        if j == 0 or rate > best_rate:
+            best_rate, best_k, best_expected = rate, j + 1, total
+    return best_rate, best_k, best_expected
 
 
 @njit(cache=True)
@@ -385,9 +409,10 @@ def choose_rows(
             track = neural_tracks[ni]
             longest = min(limit, neural_longest[ni]) if neural_longest[ni] > 0 else limit
             kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
-            _hopeful(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, prior, weight * kept,
-                     neural_weight * kept, explore * kept, steps[0], p_neural)
-            rate = _best_cut(p_neural, longest, step_times, with_neural)[0]
+            _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, 0, prior,
+                                       weight * kept, neural_weight * kept, p_neural, positions)
+            rate = _hopeful_cut(p_neural, pooled_drafted, track, weight * kept, explore * kept, steps[0], longest, step_times,
+                                with_neural)[0]
             if call_bound > 0.0:
                 # not called where its calls' tokens, at an upper bound and in the shortest step, could
                 # not beat plain decoding: its pass is not paid for, whatever the lookup drafts
@@ -425,12 +450,11 @@ def choose_rows(
         track = neural_tracks[neural]
         longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
         kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
-        _hopeful(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, prior, weight * kept,
-                 neural_weight * kept, explore * kept, steps[0], p_neural)
-        _, hopeful_k, hopeful_value = _best_cut(p_neural, longest, step_times, with_neural)
-        hopeful[row, 0], hopeful[row, 1] = hopeful_k, hopeful_value
         _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, 0, prior,
                                    weight * kept, neural_weight * kept, p_neural, positions)
+        _, hopeful_k, hopeful_value = _hopeful_cut(p_neural, pooled_drafted, track, weight * kept, explore * kept, steps[0],
+                                                   longest, step_times, with_neural)
+        hopeful[row, 0], hopeful[row, 1] = hopeful_k, hopeful_value
         rate, k, value = _best_cut(p_neural, longest, step_times, with_neural)
         # probing, the part drafts all it can and the tokens past the cut are scored too
         choice[row], cut[row], expected[row] = n_lookups + neural, k, value

@@ -59,7 +59,7 @@ class AdaptiveOptions(MethodOptions):
     prior_weight: float = Field(4.0, gt=0, le=1e6, allow_inf_nan=False, description="observations the pooled estimate is worth for a new request")
     min_gain: float = Field(0.0, ge=0, le=100, allow_inf_nan=False, description="speculate only when goodput beats plain decoding by this share")
     explore: float = Field(
-        0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for rarely observed positions (UCB bonus scale), so a candidate judged early is retried; with costs learnt online (the engine adapters' default), a neural candidate's is weighed by the share of a step its failed draft keeps"
+        0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for rarely observed positions (UCB bonus scale; a neural candidate's weighed by how often each position is reached), so a candidate judged early is retried; with costs learnt online (the engine adapters' default), a neural candidate's is weighed by the share of a step its failed draft keeps"
     )
     neural_probe: NeuralProbe = None
     lookup_prior_weight: LookupPriorWeight = 1.0

@@ -71,7 +71,7 @@ class HybridOptions(MethodOptions):
     )
     prior: float = Field(0.6, gt=0, lt=1, allow_inf_nan=False, description="acceptance per draft position before any is observed")
     prior_weight: float = Field(4.0, gt=0, le=1e6, allow_inf_nan=False, description="observations the pooled estimate is worth for a new request")
-    explore: float = Field(0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for the neural drafter's rarely observed positions (UCB scale); with costs learnt online (the engine adapters' default), weighed by the share of a step a failed neural draft keeps")
+    explore: float = Field(0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for the neural drafter's rarely observed positions (UCB scale; by cost, each position's bonus weighed by how often it is reached); with costs learnt online (the engine adapters' default), weighed by the share of a step a failed neural draft keeps")
     neural_probe: NeuralProbe = None
     lookup_prior_weight: LookupPriorWeight = 1.0
     call_bound: CallBound = 0.0
