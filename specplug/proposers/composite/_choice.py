@@ -140,6 +140,12 @@ def _calibration_ratio(
 
 
 @njit(cache=True, inline="always")
+def _bonus(scale: float, grown: float, observed: float, weight: float) -> float:  # pragma: no cover - compiled
+    # the UCB term: ``scale`` * sqrt(log(1 + steps) / (observations + weight)), ``grown`` the log
+    return scale * math.sqrt(grown / (observed + weight))
+
+
+@njit(cache=True, inline="always")
 def _hopeful(
     own_drafted: np.ndarray, own_accepted: np.ndarray, drafted: np.ndarray, accepted: np.ndarray, slot: int,
     track: int, prior: float, weight: float, own_weight: float, explore: float, steps: int, out: np.ndarray,
@@ -152,7 +158,7 @@ def _hopeful(
                                out, positions)
     grown = math.log1p(float(steps))
     for j in range(positions):
-        out[j] = min(out[j] + explore * math.sqrt(grown / (drafted[track, 0, j] + weight)), 1.0)
+        out[j] = min(out[j] + _bonus(explore, grown, drafted[track, 0, j], weight), 1.0)
 
 
 @njit(cache=True, inline="always")
@@ -177,7 +183,7 @@ def _call_bound(
         untried += product
     pooled_mean = (pooled + weight * untried) / (drafted[track, 0, 0] + weight)
     mean = (own + weight * pooled_mean) / (own_drafted[slot, track, 0, 0] + weight)
-    return mean + scale * longest * math.sqrt(math.log1p(float(steps)) / (drafted[track, 0, 0] + weight))
+    return mean + _bonus(scale * longest, math.log1p(float(steps)), drafted[track, 0, 0], weight)
 
 
 @njit(cache=True, inline="always")
@@ -211,7 +217,7 @@ def _hopeful_cut(
     total, reach = 0.0, 1.0
     best_rate, best_k, best_expected = 0.0, 0, 0.0
     for j in range(count):
-        total += reach * min(plain[j] + explore * math.sqrt(grown / (drafted[track, 0, j] + weight)), 1.0)
+        total += reach * min(plain[j] + _bonus(explore, grown, drafted[track, 0, j], weight), 1.0)
         reach *= plain[j]
         rate = (1.0 + total) / times[kind, j + 1]
         if j == 0 or rate > best_rate:
@@ -402,7 +408,9 @@ def choose_rows(
             rate, k, value = _best_cut(p_lookup, n, step_times, ran)
             if rate > best_rate:
                 best_rate, choice[row], cut[row], expected[row] = rate, li, k, value
-        neural, neural_rate = -1, 0.0
+        # the best neural part: its rate, and the cut and expectation (bonus included) it won by;
+        # p_neural holds the estimate of part ``estimated``, the last one priced
+        neural, neural_rate, hopeful_k, hopeful_value, estimated = -1, 0.0, 0, 0.0, -1
         for ni in range(n_neurals):
             if (mask >> (n_lookups + ni)) & 1 == 0:
                 continue
@@ -411,8 +419,9 @@ def choose_rows(
             kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
             _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, 0, prior,
                                        weight * kept, neural_weight * kept, p_neural, positions)
-            rate = _hopeful_cut(p_neural, pooled_drafted, track, weight * kept, explore * kept, steps[0], longest, step_times,
-                                with_neural)[0]
+            estimated = ni
+            rate, part_k, part_value = _hopeful_cut(p_neural, pooled_drafted, track, weight * kept, explore * kept, steps[0],
+                                                    longest, step_times, with_neural)
             if call_bound > 0.0:
                 # not called where its calls' tokens, at an upper bound and in the shortest step, could
                 # not beat plain decoding: its pass is not paid for, whatever the lookup drafts
@@ -421,7 +430,7 @@ def choose_rows(
                 if (1.0 + bound) / step_times[with_neural, 1] <= (1.0 + min_gain) / step_times[ran, 0]:
                     rate = 0.0
             if neural < 0 or rate > neural_rate:
-                neural, neural_rate = ni, rate
+                neural, neural_rate, hopeful_k, hopeful_value = ni, rate, part_k, part_value
         taken = choice[row]
         if taken >= 0 and 5 + taken < len(flags) and flags[5 + taken] >= 0 and (neural < 0 or neural_rate <= best_rate):
             # the choice takes this lookup alone: its draft is queued on the calibration track (taken
@@ -449,11 +458,10 @@ def choose_rows(
         fallback[row, 0], fallback[row, 1], fallback[row, 2] = choice[row], cut[row], expected[row]
         track = neural_tracks[neural]
         longest = min(limit, neural_longest[neural]) if neural_longest[neural] > 0 else limit
-        kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
-        _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, 0, prior,
-                                   weight * kept, neural_weight * kept, p_neural, positions)
-        _, hopeful_k, hopeful_value = _hopeful_cut(p_neural, pooled_drafted, track, weight * kept, explore * kept, steps[0],
-                                                   longest, step_times, with_neural)
+        if neural != estimated:  # a later part was priced after it
+            kept = _kept_share(step_times, ran, with_neural, longest) if weigh_by_pass else 1.0
+            _chained_estimate_weighted(own_drafted, own_accepted, pooled_drafted, pooled_accepted, slot, track, 0, prior,
+                                       weight * kept, neural_weight * kept, p_neural, positions)
         hopeful[row, 0], hopeful[row, 1] = hopeful_k, hopeful_value
         rate, k, value = _best_cut(p_neural, longest, step_times, with_neural)
         # probing, the part drafts all it can and the tokens past the cut are scored too
