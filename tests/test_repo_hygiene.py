@@ -7,8 +7,10 @@ pytest's ``scope="session"``, a Unix process session (``setsid``), a benchmark's
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -117,3 +119,46 @@ def test_no_tracked_environment_or_cache():
     top = {name.split("/", 1)[0] for name in filter(None, listed.decode().split("\0"))}
     local = sorted(name for name in top if name.startswith((".venv", ".models", ".cache", "out")))
     assert not local, f"tracked machine-local paths (they belong in .gitignore): {local}"
+
+
+#: the first and last line git writes around a hunk it could not merge (seven or more signs and a label;
+#: the ``=======`` between them is also a Markdown heading's underline)
+CONFLICT_MARKER = re.compile(r"^(?:<{7,}|>{7,}) \S")
+
+
+def test_no_tracked_file_holds_a_merge_conflict():
+    found = [
+        f"{name}:{number}: {line[:80]}"
+        for name, text in _tracked_text()
+        for number, line in enumerate(text.splitlines(), 1)
+        if CONFLICT_MARKER.match(line)
+    ]
+    assert not found, "unresolved merge conflicts:\n" + "\n".join(found)
+
+
+def test_every_tracked_data_file_parses():
+    """docs/bench's figures, the cost models and the config snippets are read by commands and by
+    users: a file that does not parse is a broken result, whatever its prose says."""
+    broken = []
+    for name, text in _tracked_text():
+        try:
+            if name.endswith(".json"):
+                json.loads(text)
+            elif name.endswith(".jsonl"):
+                for line in filter(str.strip, text.splitlines()):
+                    json.loads(line)
+            elif name.endswith(".toml"):
+                tomllib.loads(text)
+        except ValueError as error:  # JSONDecodeError and TOMLDecodeError both are
+            broken.append(f"{name}: {error}")
+    assert not broken, "\n".join(broken)
+
+
+@pytest.mark.parametrize("line", ["<<<<<<< HEAD", ">>>>>>> main:docs/x.json", "<<<<<<<< HEAD:docs/bench/a.json"])
+def test_conflict_markers_are_caught(line):
+    assert CONFLICT_MARKER.match(line)
+
+
+@pytest.mark.parametrize("line", ["=======", "<<<<<< six", ">>>>>>>", "x <<<<<<< y"])
+def test_text_that_only_looks_like_a_marker_passes(line):
+    assert not CONFLICT_MARKER.match(line)
