@@ -26,8 +26,8 @@ def check_batch_drafts(drafts: object, limits: np.ndarray, who: str = "proposer"
 
     Everything an engine reads is checked: one valid draft per row within its row's limit
     (``tokens`` a 2-D int array, ``lengths`` ints within the limit and the width, every used
-    token in ``[0, MAX_TOKEN_ID]``), ``accepted`` one int >= 0 per row, ``scores`` one float per
-    row, ``needs_neural`` one bool per row and ``sources`` a list or tuple of one str per row.
+    token in ``[0, MAX_TOKEN_ID]``), ``accepted`` and ``matches`` one int >= 0 per row, ``scores``
+    one float per row, ``needs_neural`` one bool per row and ``sources`` a list or tuple of one str per row.
     With ``copy`` (a plugin's result) the values come back copied into a plain BatchDrafts, so
     nothing the proposer keeps, or a subclass overrides, can change them after the check.
 
@@ -68,6 +68,7 @@ def check_batch_drafts(drafts: object, limits: np.ndarray, who: str = "proposer"
     accepted = batch_column(drafts.accepted, rows, "accepted", "iu", who)
     scores = batch_column(drafts.scores, rows, "scores", "f", who)
     needs_neural = batch_column(drafts.needs_neural, rows, "needs_neural", "b", who)
+    matches = batch_column(drafts.matches, rows, "matches", "iu", who)
     sources = drafts.sources
     if (
         sources.__class__ not in (list, tuple) or len(sources) != rows
@@ -87,6 +88,11 @@ def check_batch_drafts(drafts: object, limits: np.ndarray, who: str = "proposer"
         if int(accepted.min()) < 0:
             row = int(np.argmin(accepted))
             raise InvalidDraftError("not a Draft", f"{who} returned accepted = {int(accepted[row])} in row {row}; it is >= 0")
+        if int(matches.min()) < 0:
+            row = int(np.argmin(matches))
+            raise InvalidDraftError(
+                "not a Draft", f"{who} returned matches = {int(matches[row])} in row {row}; they are >= 0"
+            )
         if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) > MAX_TOKEN_ID):
             used = np.arange(tokens.shape[1]) < lengths[:, None]
             bad = used & ((tokens < 0) | (tokens > MAX_TOKEN_ID))
@@ -102,7 +108,7 @@ def check_batch_drafts(drafts: object, limits: np.ndarray, who: str = "proposer"
     return BatchDrafts(
         np.array(tokens[:, :width], dtype=np.int64), np.array(lengths, dtype=np.int64),
         np.array(accepted, dtype=np.int64), [str(source) for source in sources],
-        np.array(scores, dtype=np.float64), np.array(needs_neural, dtype=np.bool_),
+        np.array(scores, dtype=np.float64), np.array(needs_neural, dtype=np.bool_), np.array(matches, dtype=np.int64),
     )
 
 
@@ -194,12 +200,15 @@ class BatchDrafts:
 
     Row ``i`` drafted ``tokens[i, :lengths[i]]``; ``accepted[i]`` is how many tokens of its
     previous draft the step's new tokens accepted; ``scores[i]`` is NaN where the proposer gave
-    no score. ``sources`` and ``needs_neural`` are per row too. Made from per-row drafts (the
+    no score; ``matches[i]`` is the draft's :attr:`Draft.match`, 0 where not known. ``sources``
+    and ``needs_neural`` are per row too. Made from per-row drafts (the
     per-request path), the arrays are built on first use: an engine that reads :meth:`draft`
     per row pays for no array it does not read.
     """
 
-    __slots__ = ("_accepted", "_drafts", "_lengths", "_needs_neural", "_scores", "_sources", "_tokens", "_width")
+    __slots__ = (
+        "_accepted", "_drafts", "_lengths", "_matches", "_needs_neural", "_scores", "_sources", "_tokens", "_width",
+    )
 
     def __init__(
         self,
@@ -209,6 +218,7 @@ class BatchDrafts:
         sources: Sequence[str],
         scores: np.ndarray,
         needs_neural: np.ndarray,
+        matches: np.ndarray | None = None,
     ) -> None:
         self._tokens: np.ndarray | None = tokens  # int64 [rows, width]
         self._lengths: np.ndarray | None = lengths  # int64 [rows]
@@ -216,6 +226,7 @@ class BatchDrafts:
         self._sources: Sequence[str] | None = sources
         self._scores: np.ndarray | None = scores  # float64 [rows], NaN: no score
         self._needs_neural: np.ndarray | None = needs_neural  # bool [rows]
+        self._matches = matches  # int64 [rows], 0: not known; None: made when first read
         self._drafts: Sequence[Draft] | None = None
         self._width = tokens.shape[1] if tokens.ndim == 2 else 0
 
@@ -226,7 +237,7 @@ class BatchDrafts:
         self._drafts = drafts
         self._width = width
         self._accepted = accepted  # an array when first read: a one-row step's reader may never ask
-        self._tokens = self._lengths = self._scores = self._needs_neural = None
+        self._tokens = self._lengths = self._scores = self._needs_neural = self._matches = None
         self._sources = None
         return self
 
@@ -271,6 +282,15 @@ class BatchDrafts:
         return self._scores
 
     @property
+    def matches(self) -> np.ndarray:
+        if self._matches is None:
+            if self._drafts is None:
+                self._matches = np.zeros(len(self), dtype=np.int64)
+            else:
+                self._matches = np.array([draft.match or 0 for draft in self._drafts], dtype=np.int64)
+        return self._matches
+
+    @property
     def needs_neural(self) -> np.ndarray:
         if self._needs_neural is None:
             self._needs_neural = np.array([draft.needs_neural for draft in self._drafts], dtype=np.bool_)
@@ -286,6 +306,7 @@ class BatchDrafts:
             self.sources[row],
             None if score != score else score,
             bool(self.needs_neural[row]),
+            match=int(self.matches[row]) or None,
         )
 
     def drafts(self) -> list[Draft]:

@@ -49,7 +49,9 @@ class Draft:
     """What a proposer drafts for one request step.
 
     ``tokens`` may be empty (no speculation this step). ``score`` is the expected number
-    of accepted tokens where the proposer can estimate it, else None. ``needs_neural``
+    of accepted tokens where the proposer can estimate it, else None. ``match``, for a lookup's
+    draft, is how many of the context's last tokens matched the text it was copied from (None:
+    not known; composites keep apart the statistics of drafts after long matches). ``needs_neural``
     is False when a hybrid decided its lookup draft wins, so an adapter may skip the
     model's own MTP/EAGLE pass for this step. ``alternatives`` are other continuations
     worth verifying beside ``tokens``, best first: only :meth:`Proposer.propose_alternatives`
@@ -67,6 +69,7 @@ class Draft:
     score: float | None = None
     needs_neural: bool = field(default=True, compare=False)
     alternatives: tuple[tuple[int, ...], ...] = ()
+    match: int | None = field(default=None, compare=False)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -222,6 +225,7 @@ def _checked(draft: object, max_tokens: int, who: str, most_alternatives: int | 
     elif (
         draft.source.__class__ is not str or draft.needs_neural.__class__ is not bool
         or (draft.score is not None and draft.score.__class__ is not float)
+        or (draft.match is not None and (draft.match.__class__ is not int or draft.match < 0))
     ):
         draft = _plain_draft(draft, who)
     tokens = draft.tokens
@@ -253,7 +257,14 @@ def _plain_draft(draft: object, who: str) -> Draft:
         raise InvalidDraftError(
             "not a Draft", f"{who} drafted needs_neural of type {type(needs_neural).__name__}; it is a bool"
         )
-    return Draft(tokens, source, score, bool(needs_neural), alternatives)
+    match = draft.match
+    if match is not None:
+        if isinstance(match, bool) or not isinstance(match, (int, np.integer)) or match < 0:
+            raise InvalidDraftError(
+                "not a Draft", f"{who} drafted match = {shown(match)}; Draft.match is an int >= 0 or None"
+            )
+        match = int(match)
+    return Draft(tokens, source, score, bool(needs_neural), alternatives, match)
 
 
 def _check_alternatives(alternatives: object, most: int | None, max_tokens: int, who: str) -> None:

@@ -328,10 +328,11 @@ class GuardedProposer:
         out.accepted[index] = got.accepted
         out.scores[index] = got.scores
         out.needs_neural[index] = got.needs_neural
+        out.matches[index] = got.matches
         sources = list(out.sources)
         for position, row in enumerate(keep):
             sources[row] = got.sources[position]
-        return BatchDrafts(out.tokens, out.lengths, out.accepted, sources, out.scores, out.needs_neural)
+        return BatchDrafts(out.tokens, out.lengths, out.accepted, sources, out.scores, out.needs_neural, out.matches)
 
     def _clean(self, got: object, step: BatchStep) -> BatchDrafts:
         """A batch path's drafts, with every bad row's draft emptied (and each counted); anything
@@ -423,4 +424,5 @@ def _empty_drafts(rows: int, width: int, source: str) -> BatchDrafts:
         [source] * rows,
         np.full(rows, np.nan),
         np.ones(rows, dtype=bool),
+        np.zeros(rows, dtype=np.int64),
     )

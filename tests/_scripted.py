@@ -10,16 +10,20 @@ from specplug import Draft, Proposer
 class Oracle(Proposer):
     """Knows the true continuation of every request and drafts ``correct`` right tokens then a wrong one.
 
-    ``correct`` is a function of the output position; ``calls`` counts propose() calls.
+    ``correct`` is a function of the output position, and so are ``score`` and ``match`` (the
+    draft's :attr:`Draft.match`) where given; ``calls`` counts propose() calls.
     """
 
-    def __init__(self, outputs: dict, correct, *, name: str = "neural", kind: str = "neural", score=None, pad=False):
+    def __init__(
+        self, outputs: dict, correct, *, name: str = "neural", kind: str = "neural", score=None, match=None, pad=False
+    ):
         super().__init__()
         self.name = name
         self.draft_kind = kind
         self.outputs = outputs
         self.correct = correct
         self.score = score
+        self.match = match
         self.pad = pad  # fill the draft up to max_tokens (a drafter that always drafts K)
         self.calls = 0
         self.pos: dict = {}
@@ -38,7 +42,8 @@ class Oracle(Proposer):
         if self.pad:
             tokens += [0] * (max_tokens - len(tokens))
         score = self.score(pos) if callable(self.score) else None
-        return Draft(tuple(int(t) for t in tokens), self.name, score)
+        match = self.match(pos) if callable(self.match) else None
+        return Draft(tuple(int(t) for t in tokens), self.name, score, match=match)
 
     def _extend(self, rid, tokens: np.ndarray):
         self.pos[rid] += len(tokens)

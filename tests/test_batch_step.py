@@ -198,6 +198,7 @@ def test_suffix_batch_kernel_grows_rings_and_reads_the_cache_like_the_per_reques
                 accepted = single.extend(rid, tokens[row])
                 expected = single.propose(rid, 6)
                 assert got.draft(row).tokens == expected.tokens and got.draft(row).score == expected.score
+                assert got.draft(row).match == expected.match
                 assert int(got.accepted[row]) == accepted
         batch.step_batch(BatchStep.of([], [], [], stopped=ids))
         for rid in ids:
@@ -230,6 +231,7 @@ def test_suffix_lockstep_kernel_equals_the_row_by_row_kernel_over_several_blocks
             b = rows_alone.step_batch(BatchStep.of(ids, tokens, limits))
             assert a.tokens.tolist() == b.tokens.tolist() and a.lengths.tolist() == b.lengths.tolist()
             assert a.scores.tolist() == b.scores.tolist() and a.accepted.tolist() == b.accepted.tolist()
+            assert a.matches.tolist() == b.matches.tolist()
             for row, rid in enumerate(ids):
                 accepted = single.extend(rid, tokens[row]) if tokens[row] else 0
                 if tokens[row]:
@@ -237,6 +239,7 @@ def test_suffix_lockstep_kernel_equals_the_row_by_row_kernel_over_several_blocks
                 if limits[row]:
                     expected = single.propose(rid, limits[row])
                     assert a.draft(row).tokens == expected.tokens and a.draft(row).score == expected.score
+                    assert a.draft(row).match == expected.match
         for proposer in (lockstep, rows_alone):
             proposer.step_batch(BatchStep.of([], [], [], stopped=ids))
         for rid in ids:

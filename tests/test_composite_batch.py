@@ -297,20 +297,20 @@ def test_the_one_call_choice_and_drafts_equal_the_choice_then_finish(config, mon
     one_call = CompositeProposer._choose_finished
     compared = {"rows": 0, "drafted": 0, "empty": 0, "not_drafted": 0}
 
-    def both(self, slots, new_tokens, offsets, limits, tokens, lengths, scores, width):
+    def both(self, slots, new_tokens, offsets, limits, tokens, lengths, scores, matches, width):
         room = int(self._waiting.count[slots].max()) + len(self.choosing.lookups) + 3 if len(slots) else 0
         self._waiting.make_room(room)  # the old path makes this room first: grow before the snapshot
         before, widest = _choice_state(self), int(self._widest[0])
         self._widest[0] = self.positions  # the old fading: every position
         extended = offsets[1:] > offsets[:-1]
         old = [array.copy() for array in self._choose(slots, new_tokens, offsets, extended, limits, tokens, lengths,
-                                                      self._bands(scores, lengths, limits))]
+                                                      self._bands(scores, lengths, limits, matches))]
         none = np.zeros((0, len(slots), self.positions), dtype=np.int64)
         old_out = [array.copy() for array in self._finish(slots, old, tokens, lengths, none, none[:, :, 0], width)]
         old_state = _choice_state(self)
         _set_choice_state(self, before)
         self._widest[0] = widest
-        chosen, out = one_call(self, slots, new_tokens, offsets, limits, tokens, lengths, scores, width)
+        chosen, out = one_call(self, slots, new_tokens, offsets, limits, tokens, lengths, scores, matches, width)
         assert self._widest[0] == max(widest, int(limits.max(initial=0)))
         names = ("choice", "cut", "asked", "expected", "other_expected", "confirmed_cut", "confirmed_expected", "fallback",
                  "hopeful", "out", "out_lengths", "out_scores", "out_neural", "continued_by")
@@ -431,7 +431,7 @@ def test_the_one_kernel_choice_equals_bands_step_times_and_choose_rows(config, m
     one_kernel = CompositeProposer._choose_batch
     compared = {"rows": 0, "chosen_lookup": 0, "chosen_neural": 0, "priced": 0}
 
-    def both(self, slots, new_tokens, offsets, limits, tokens, lengths, scores):
+    def both(self, slots, new_tokens, offsets, limits, tokens, lengths, scores, matches):
         # the old path first, on a copy of the state; then the one kernel from the same state
         room = int(self._waiting.count[slots].max()) + len(self.choosing.lookups) + 3 if len(slots) else 0
         self._waiting.make_room(room)  # both paths make this room first: grow before the snapshot
@@ -439,11 +439,11 @@ def test_the_one_kernel_choice_equals_bands_step_times_and_choose_rows(config, m
         self._widest[0] = self.positions  # the old fading: every position
         extended = offsets[1:] > offsets[:-1]
         old = [array.copy() for array in self._choose(slots, new_tokens, offsets, extended, limits, tokens, lengths,
-                                                      self._bands(scores, lengths, limits))]
+                                                      self._bands(scores, lengths, limits, matches))]
         old_state = _choice_state(self)
         _set_choice_state(self, before)
         self._widest[0] = widest
-        new = one_kernel(self, slots, new_tokens, offsets, limits, tokens, lengths, scores)
+        new = one_kernel(self, slots, new_tokens, offsets, limits, tokens, lengths, scores, matches)
         for name, a, b in zip(("choice", "cut", "asked", "expected", "other_expected", "confirmed_cut",
                                "confirmed_expected", "fallback", "hopeful"), old, new):
             assert a.dtype == b.dtype and a.shape == b.shape and a.tolist() == b.tolist(), name

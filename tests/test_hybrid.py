@@ -25,6 +25,30 @@ def test_lookup_wins_when_it_expects_more_and_neural_is_skipped():
     assert all(accepted > 0 for _, accepted in late)
 
 
+def test_a_lookup_draft_after_a_long_match_is_judged_apart_from_one_after_a_short_match():
+    """The lookup's drafts score alike (a vote of one occurrence), but those copied after a match of
+    4+ tokens are right and those after a 1-token match wrong: the hybrid drafts the former and
+    calls the neural part for the latter, where one pooled estimate would choose alike for both."""
+    output = list(range(1000, 2600))
+    outputs = {"r": output}
+
+    def long_match(pos):
+        return (pos // 40) % 2 == 0
+
+    neural = Oracle(outputs, lambda pos: 2, pad=True)
+    lookup = Oracle(outputs, lambda pos: 8 if long_match(pos) else 0, name="look", kind="lookup", pad=True,
+                    score=lambda pos: 8.0, match=lambda pos: 6 if long_match(pos) else 1)
+    hybrid = specplug.create("hybrid", neural=neural, lookup=lookup, cost="llama-3.1-8b-h100", batch_size=8)
+    drafts = drive(hybrid, "r", PROMPT, output, 8)
+    position, by_match = 0, {True: [], False: []}
+    for draft, accepted in drafts:
+        if position >= len(output) // 4 and position + 8 < len(output):
+            by_match[long_match(position)].append(draft.source == "look")
+        position += accepted + 1
+    assert np.mean(by_match[True]) > 0.9  # long matches: the lookup's draft
+    assert np.mean(by_match[False]) < 0.1  # short ones: the neural part's
+
+
 def test_neural_wins_when_the_lookup_has_no_draft():
     output = list(range(200, 240))
     outputs = {"r": output}

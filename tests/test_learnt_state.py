@@ -83,6 +83,29 @@ def test_counts_of_another_configuration_are_refused_with_both_layouts(tmp_path)
         create("hybrid", neural=create("ngram"), lookup="suffix", learnt_state=str(path), max_positions=16)
 
 
+def test_counts_kept_before_the_long_match_bands_are_read_into_the_bands_they_meant(tmp_path):
+    """A file written when the counts had half the bands (no bands for drafts after a long match):
+    an upgraded server starts from those counts, in the same bands, the new bands empty."""
+    import json
+
+    path = tmp_path / "state.npz"
+    hybrid, _, _ = _hybrid(_records(1, 1), learnt_state=str(path))
+    tracks, bands, positions = hybrid._pooled_drafted.shape
+    rng = np.random.default_rng(0)
+    drafted = rng.integers(5, 50, size=(tracks, bands // 2, positions)).astype(float)
+    accepted = np.floor(drafted / 2)
+    layout = {**hybrid._learnt.layout, "shape": [tracks, bands // 2, positions]}
+    np.savez(path, layout=np.array(json.dumps(layout)), drafted=drafted, accepted=accepted)
+    again, _, _ = _hybrid(_records(1, 1), learnt_state=str(path))
+    assert np.array_equal(again._pooled_drafted[:, : bands // 2], drafted)
+    assert np.array_equal(again._pooled_accepted[:, : bands // 2], accepted)
+    assert not again._pooled_drafted[:, bands // 2 :].any()
+    more = {**layout, "shape": [tracks, bands + 1, positions]}  # more bands than this version has: refused
+    np.savez(path, layout=np.array(json.dumps(more)), drafted=np.zeros(more["shape"]), accepted=np.zeros(more["shape"]))
+    with pytest.raises(InvalidOptionError, match="not of this hybrid"):
+        _hybrid(_records(1, 1), learnt_state=str(path))
+
+
 @pytest.mark.parametrize("content", [b"", b"not numpy", b"PK\x03\x04 broken zip"])
 def test_a_file_that_is_not_learnt_state_is_one_clear_error(tmp_path, content):
     path = tmp_path / "state.npz"

@@ -16,7 +16,7 @@ def _run(proposer, ops):
             proposer.start(rid, payload)
         elif action == "propose":
             draft = proposer.propose(rid, payload)
-            out.append((rid, draft.tokens, None if draft.score is None else round(draft.score, 9)))
+            out.append((rid, draft.tokens, None if draft.score is None else round(draft.score, 9), draft.match))
         elif action == "extend":
             out.append((rid, "accepted", proposer.extend(rid, payload)))
         else:
@@ -110,7 +110,7 @@ def test_suffix_global_cache_equals_reference_across_evictions(options, outputs,
         reference.start("probe", prompt)
         for token in output[:10]:
             got, want = fast.propose("probe", 12), reference.propose("probe", 12)
-            assert got.tokens == want.tokens and round(got.score, 9) == round(want.score, 9)
+            assert got.tokens == want.tokens and round(got.score, 9) == round(want.score, 9) and got.match == want.match
             fast.extend("probe", [token])
             reference.extend("probe", [token])
         fast.stop("probe")
@@ -124,7 +124,7 @@ def _run_alternatives(proposer, ops, branches):
             proposer.start(rid, payload)
         elif action == "propose":
             draft = proposer.propose_alternatives(rid, payload, branches)
-            out.append((rid, draft.tokens, draft.alternatives))
+            out.append((rid, draft.tokens, draft.alternatives, draft.match))
         elif action == "extend":
             out.append((rid, "accepted", proposer.extend(rid, payload)))
         else:
@@ -143,5 +143,5 @@ def test_suffix_alternatives_fast_equal_reference_interleaved(options, ops, bran
     plain = [item for item in _run(specplug.create("suffix", **options), ops) if item[1] != "accepted"]
     trees = [item for item in got if item[1] != "accepted"]
     assert len(plain) == len(trees)
-    for (_, tree_tokens, _), (_, plain_tokens, _) in zip(trees, plain):
+    for (_, tree_tokens, _, _), (_, plain_tokens, _, _) in zip(trees, plain):
         assert plain_tokens[: len(tree_tokens)] == tree_tokens and bool(tree_tokens) == bool(plain_tokens)

@@ -261,13 +261,17 @@ class KernelLookup(Proposer):
             return self._step_rows(step)
         width = int(step.limits.max()) if rows else 0
         out, lengths, scores = np.zeros((rows, width), dtype=np.int64), np.zeros(rows, dtype=np.int64), np.empty(rows)
-        accepted = self._draft_rows(step, out, lengths, scores)
-        return BatchDrafts(out, lengths, accepted, [self.name] * rows, scores, np.ones(rows, dtype=np.bool_))
+        matches = np.empty(rows, dtype=np.int64)
+        accepted = self._draft_rows(step, out, lengths, scores, matches)
+        return BatchDrafts(out, lengths, accepted, [self.name] * rows, scores, np.ones(rows, dtype=np.bool_), matches)
 
-    def _draft_rows(self, step: BatchStep, out: np.ndarray, lengths: np.ndarray, scores: np.ndarray) -> np.ndarray:
-        """Every row's step (its tokens in, its draft into ``out[row, :lengths[row]]`` and its score
-        into ``scores[row]``, each written for every row; ``out`` at least ``step.limits.max()``
-        wide), the step's requests live and its lifecycle done. Returns each row's acceptance."""
+    def _draft_rows(
+        self, step: BatchStep, out: np.ndarray, lengths: np.ndarray, scores: np.ndarray, matches: np.ndarray
+    ) -> np.ndarray:
+        """Every row's step (its tokens in, its draft into ``out[row, :lengths[row]]``, its score into
+        ``scores[row]`` and its match length into ``matches[row]``, 0 where not known, each written for
+        every row; ``out`` at least ``step.limits.max()`` wide), the step's requests live and its
+        lifecycle done. Returns each row's acceptance."""
         raise NotImplementedError
 
 

@@ -30,6 +30,8 @@ BAD_DRAFTS = {
     "source-int": Draft((5,), 7),
     "score-str": Draft((5,), "bad", "high"),
     "needs-neural-array": Draft((5,), "bad", None, np.array([True, False])),
+    "match-negative": Draft((5,), "bad", match=-2),
+    "match-str": Draft((5,), "bad", match="long"),
 }
 #: bad only as a chain (a tree engine's check cuts a tree to its budget rather than refusing it)
 TOO_BIG_FOR_A_CHAIN = ("alt-too-long", "alt-too-many")
@@ -139,6 +141,8 @@ BAD_BATCH_FIELDS = {
     "accepted-short": lambda rows: {"accepted": np.zeros(rows - 1, dtype=np.int64)},
     "accepted-float": lambda rows: {"accepted": np.zeros(rows)},
     "accepted-negative": lambda rows: {"accepted": np.full(rows, -1, dtype=np.int64)},
+    "matches-negative": lambda rows: {"matches": np.full(rows, -1, dtype=np.int64)},
+    "matches-float": lambda rows: {"matches": np.zeros(rows)},
     "lengths-2d": lambda rows: {"lengths": np.ones((rows, 1), dtype=np.int64)},
     "tokens-float": lambda rows: {"tokens": np.ones((rows, 4))},
     "shifting": lambda rows: {"class": ShiftingBatch},

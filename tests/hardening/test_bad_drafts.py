@@ -31,6 +31,7 @@ def valid(draft: Draft, limit: int) -> bool:
     return (
         type(draft) is Draft and type(draft.alternatives) is tuple and type(draft.source) is str
         and type(draft.needs_neural) is bool and (draft.score is None or type(draft.score) is float)
+        and (draft.match is None or (type(draft.match) is int and draft.match >= 0))
         and all(
             type(branch) is tuple and len(branch) <= limit
             and all(type(token) is int and 0 <= token <= specplug.MAX_TOKEN_ID for token in branch)
@@ -317,6 +318,7 @@ def test_a_batch_paths_malformed_side_fields_cost_drafts_never_an_exception(fiel
     # every array an engine reads, readable and of its row count
     assert got.tokens.shape[0] == got.lengths.shape[0] == got.accepted.shape[0] == 3
     assert got.scores.shape == (3,) and got.needs_neural.shape == (3,) and len(got.sources) == 3
+    assert got.matches.shape == (3,) and (got.matches >= 0).all()
     assert (got.accepted >= 0).all() and all(valid(draft, 4) for draft in got.drafts())
 
 

@@ -34,10 +34,10 @@ __all__ = ["choose_and_finish", "choose_batch"]
 
 @njit(cache=True)
 def choose_batch(
-    slots, new_tokens, offsets, limits, lookup_tokens, lookup_lengths, lookup_scores, lookup_logs, lookup_tracks,
-    neural_tracks, neural_longest, pricing, params, flags, lengths, steps, widest, own_drafted, own_accepted,
-    pooled_drafted, pooled_accepted, meta, waiting, count, bands, extended, times, choice, cut, asked, expected,
-    other_expected, confirmed_cut, confirmed_expected, fallback, hopeful, allowed,
+    slots, new_tokens, offsets, limits, lookup_tokens, lookup_lengths, lookup_scores, lookup_matches, lookup_logs,
+    lookup_tracks, neural_tracks, neural_longest, pricing, params, flags, lengths, steps, widest, own_drafted,
+    own_accepted, pooled_drafted, pooled_accepted, meta, waiting, count, bands, extended, times, choice, cut, asked,
+    expected, other_expected, confirmed_cut, confirmed_expected, fallback, hopeful, allowed,
 ):  # pragma: no cover - compiled
     """0 once done, else the room the waiting-draft table wants first (nothing changed). Done:
     ``score_bands_of_rows`` into ``bands`` (from ``lookup_logs`` = log2(1 + max(score, 0)), taken
@@ -49,7 +49,7 @@ def choose_batch(
     wanted = room_wanted(slots, count, meta.shape[1], len(lookup_tracks) + 3)
     if wanted:
         return wanted
-    _bands_of_logs(lookup_logs, lookup_scores, lookup_lengths, limits, bands)
+    _bands_of_logs(lookup_logs, lookup_scores, lookup_lengths, lookup_matches, limits, bands)
     for row in range(len(slots)):
         extended[row] = offsets[row + 1] > offsets[row]
         cut[row] = asked[row] = 0
@@ -70,10 +70,10 @@ def choose_batch(
 
 @njit(cache=True)
 def choose_and_finish(
-    slots, new_tokens, offsets, limits, lookup_tokens, lookup_lengths, lookup_scores, lookup_logs, lookup_tracks,
-    neural_tracks, neural_longest, pricing, params, flags, lengths, steps, widest, own_drafted, own_accepted,
-    pooled_drafted, pooled_accepted, meta, waiting, count, bands, extended, times, choice, cut, asked, expected,
-    other_expected, confirmed_cut, confirmed_expected, fallback, hopeful, allowed, out, out_lengths, out_scores,
+    slots, new_tokens, offsets, limits, lookup_tokens, lookup_lengths, lookup_scores, lookup_matches, lookup_logs,
+    lookup_tracks, neural_tracks, neural_longest, pricing, params, flags, lengths, steps, widest, own_drafted,
+    own_accepted, pooled_drafted, pooled_accepted, meta, waiting, count, bands, extended, times, choice, cut, asked,
+    expected, other_expected, confirmed_cut, confirmed_expected, fallback, hopeful, allowed, out, out_lengths, out_scores,
     out_neural, continued_by,
 ):  # pragma: no cover - compiled
     """:func:`choose_batch`, then every row's draft as ``_choice.finish_rows`` makes it when there
@@ -81,10 +81,10 @@ def choose_and_finish(
     cut, ``out_scores`` its expectation (0 where no draft was asked for), ``out_neural`` is set
     where no draft was asked for (as ``empty_draft()``), ``continued_by`` is -1."""
     wanted = choose_batch(
-        slots, new_tokens, offsets, limits, lookup_tokens, lookup_lengths, lookup_scores, lookup_logs, lookup_tracks,
-        neural_tracks, neural_longest, pricing, params, flags, lengths, steps, widest, own_drafted, own_accepted,
-        pooled_drafted, pooled_accepted, meta, waiting, count, bands, extended, times, choice, cut, asked, expected,
-        other_expected, confirmed_cut, confirmed_expected, fallback, hopeful, allowed,
+        slots, new_tokens, offsets, limits, lookup_tokens, lookup_lengths, lookup_scores, lookup_matches, lookup_logs,
+        lookup_tracks, neural_tracks, neural_longest, pricing, params, flags, lengths, steps, widest, own_drafted,
+        own_accepted, pooled_drafted, pooled_accepted, meta, waiting, count, bands, extended, times, choice, cut, asked,
+        expected, other_expected, confirmed_cut, confirmed_expected, fallback, hopeful, allowed,
     )  # fmt: skip
     if wanted:
         return wanted

@@ -345,7 +345,7 @@ class CompositeProposer(Proposer):
         slots = np.array([self._slot[request_id]], dtype=np.int64)
         limits = np.array([limit], dtype=np.int64)
         lookups = self._lookup_arrays(1)
-        tokens, lengths, scores = lookups
+        tokens, lengths, scores, matches = lookups
         sources: list[list[str]] = []
         for li, index in enumerate(self.choosing.lookups):
             # parts' drafts are checked here too: a part that overrides propose() skips its own check
@@ -354,10 +354,11 @@ class CompositeProposer(Proposer):
             tokens[li, 0, : len(draft.tokens)] = draft.tokens
             lengths[li, 0] = len(draft.tokens)
             scores[li, 0] = np.nan if draft.score is None else draft.score
+            matches[li, 0] = draft.match or 0
             sources.append([draft.source])
         none = np.zeros(0, dtype=np.int64)
         chosen = self._choose(slots, none, np.zeros(2, dtype=np.int64), np.zeros(1, dtype=np.bool_), limits, tokens, lengths,
-                              self._bands(scores, lengths, limits))  # fmt: skip
+                              self._bands(scores, lengths, limits, matches))  # fmt: skip
         choice, asked = int(chosen[0][0]), int(chosen[2][0])
         neural_tokens = np.zeros((len(self.choosing.neurals), 1, self.positions), dtype=np.int64)
         neural_lengths = np.zeros((len(self.choosing.neurals), 1), dtype=np.int64)
@@ -402,7 +403,7 @@ class CompositeProposer(Proposer):
         _row_drafts.resolve_rows(drafts.tokens, drafts.lengths, slots, new_tokens, offsets, accepted)
         if drafts.trees:
             drafts.settle_trees(pending, ids, new_tokens, offsets, step.limits, accepted)
-        tokens, lengths, scores = self._chosen.drafts(rows)
+        tokens, lengths, scores, matches = self._chosen.drafts(rows)
         sources: list[str | Sequence[str]] = []
         part_step = BatchStep(ids, new_tokens, offsets, limits)
         for li, index in enumerate(self.choosing.lookups):
@@ -410,7 +411,7 @@ class CompositeProposer(Proposer):
             if self._kernel_lookups[li] and part.kernel_takes(rows):
                 # its kernel writes this lookup's rows of the arrays itself (_drafts_into)
                 with part._lock:
-                    part._draft_rows(part_step, tokens[li], lengths[li], scores[li])
+                    part._draft_rows(part_step, tokens[li], lengths[li], scores[li], matches[li])
                 sources.append(part.name)  # every row's
                 continue
             got = _part_step(part, part_step)
@@ -418,13 +419,15 @@ class CompositeProposer(Proposer):
             tokens[li, :, :width] = got.tokens
             lengths[li] = got.lengths
             scores[li] = got.scores
+            matches[li] = got.matches
             sources.append(got.sources)
         width = int(step.limits.max()) if rows else 0
         if self._one_call:  # no neural part: the choice and the drafts in one kernel call
-            chosen, out = self._choose_finished(slots, new_tokens, offsets, limits, tokens, lengths, scores, width)
+            chosen, out = self._choose_finished(slots, new_tokens, offsets, limits, tokens, lengths, scores, matches, width)
             choice, neural_sources = chosen[0], []
         else:
-            chosen, out, neural_sources = self._choose_then_finish(step, slots, limits, tokens, lengths, scores, width)
+            chosen, out, neural_sources = self._choose_then_finish(step, slots, limits, tokens, lengths, scores, matches,
+                                                                   width)
             choice = chosen[0]
         for request_id, last, count in observed:  # as extend() does, once the tokens are in
             self._observe(request_id, last, count)
@@ -437,11 +440,11 @@ class CompositeProposer(Proposer):
 
     def _choose_then_finish(
         self, step: BatchStep, slots: np.ndarray, limits: np.ndarray, tokens: np.ndarray, lengths: np.ndarray,
-        scores: np.ndarray, width: int,
+        scores: np.ndarray, matches: np.ndarray, width: int,
     ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...], list[Sequence[str]]]:
         """The choice, the chosen neural parts' drafts (a batch call each) and every row's draft."""
         ids, new_tokens, offsets, rows = step.request_ids, step.new_tokens, step.offsets, len(slots)
-        chosen = self._choose_batch(slots, new_tokens, offsets, limits, tokens, lengths, scores)
+        chosen = self._choose_batch(slots, new_tokens, offsets, limits, tokens, lengths, scores, matches)
         if self._shared_passes.any() and self.choosing.cost is not None and rows:
             self._price_shared_passes(slots, lengths, chosen)
         choice, _, asked = chosen[0], chosen[1], chosen[2]
@@ -462,14 +465,15 @@ class CompositeProposer(Proposer):
 
     def _choose_finished(
         self, slots: np.ndarray, new_tokens: np.ndarray, offsets: np.ndarray, limits: np.ndarray, tokens: np.ndarray,
-        lengths: np.ndarray, scores: np.ndarray, width: int,
+        lengths: np.ndarray, scores: np.ndarray, matches: np.ndarray, width: int,
     ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
         """What :meth:`_choose_batch` then :meth:`_finish` give a composite with no neural part and
         the linear cost model, in one kernel call (``_choose_step.choose_and_finish``)."""
         rows = len(slots)
         out = (np.zeros((rows, width), dtype=np.int64), np.zeros(rows, dtype=np.int64), np.zeros(rows),
                np.zeros(rows, dtype=np.bool_), np.empty(rows, dtype=np.int64))
-        chosen = self._run_choice(choose_and_finish, slots, new_tokens, offsets, limits, tokens, lengths, scores, *out)
+        chosen = self._run_choice(choose_and_finish, slots, new_tokens, offsets, limits, tokens, lengths, scores, matches,
+                                  *out)
         return chosen, out
 
     def _price_shared_passes(self, slots: np.ndarray, lookup_lengths: np.ndarray, chosen: tuple[np.ndarray, ...]) -> None:
@@ -525,34 +529,35 @@ class CompositeProposer(Proposer):
         return out
 
     # ---------------------------------------------------------------- the kernels' arguments
-    def _lookup_arrays(self, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _lookup_arrays(self, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         lookups = len(self.choosing.lookups)
         return (
             np.zeros((lookups, rows, self.positions), dtype=np.int64),
             np.zeros((lookups, rows), dtype=np.int64),
             np.full((lookups, rows), np.nan),
+            np.zeros((lookups, rows), dtype=np.int64),
         )
 
     @staticmethod
-    def _bands(scores: np.ndarray, lengths: np.ndarray, limits: np.ndarray) -> np.ndarray:
-        return score_bands_of_rows(scores, lengths, limits) if len(scores) else lengths.copy()
+    def _bands(scores: np.ndarray, lengths: np.ndarray, limits: np.ndarray, matches: np.ndarray) -> np.ndarray:
+        return score_bands_of_rows(scores, lengths, limits, matches) if len(scores) else lengths.copy()
 
     def _choose_batch(
         self, slots: np.ndarray, new_tokens: np.ndarray, offsets: np.ndarray, limits: np.ndarray, tokens: np.ndarray,
-        lengths: np.ndarray, scores: np.ndarray,
+        lengths: np.ndarray, scores: np.ndarray, matches: np.ndarray,
     ) -> tuple[np.ndarray, ...]:
         """What :meth:`_choose` gives for a batch step, in one kernel (``_choose_step``) with the
         linear cost model or none; any other model prices its steps in Python, so :meth:`_choose`."""
         cost = self.choosing.cost
         if cost is not None and not isinstance(cost, LinearCostModel):
             extended = offsets[1:] > offsets[:-1]
-            bands = self._bands(scores, lengths, limits)
+            bands = self._bands(scores, lengths, limits, matches)
             return self._choose(slots, new_tokens, offsets, extended, limits, tokens, lengths, bands)
-        return self._run_choice(choose_batch, slots, new_tokens, offsets, limits, tokens, lengths, scores)
+        return self._run_choice(choose_batch, slots, new_tokens, offsets, limits, tokens, lengths, scores, matches)
 
     def _run_choice(
         self, kernel, slots: np.ndarray, new_tokens: np.ndarray, offsets: np.ndarray, limits: np.ndarray,
-        tokens: np.ndarray, lengths: np.ndarray, scores: np.ndarray, *finished: np.ndarray,
+        tokens: np.ndarray, lengths: np.ndarray, scores: np.ndarray, matches: np.ndarray, *finished: np.ndarray,
     ) -> tuple[np.ndarray, ...]:
         """``kernel`` (``_choose_step``'s ``choose_batch``, or ``choose_and_finish`` with its outputs
         ``finished``) with the composite's state, until the waiting-draft table had room (the kernel
@@ -568,7 +573,7 @@ class CompositeProposer(Proposer):
         waiting = self._waiting
         while True:
             wanted = kernel(
-                slots, new_tokens, offsets, limits, tokens, lengths, scores, logs, self._lookup_tracks,
+                slots, new_tokens, offsets, limits, tokens, lengths, scores, matches, logs, self._lookup_tracks,
                 self._neural_tracks, longest, self._pricing, self._params, self._flags, self._lengths, self._step_count,
                 self._widest, self._own_drafted, self._own_accepted, self._pooled_drafted, self._pooled_accepted,
                 waiting.meta, waiting.tokens, waiting.count, *arrays.scratch(rows), self._no_times, *chosen,
@@ -747,6 +752,7 @@ class _ChoiceArrays:
         self._tokens = np.zeros(lookups * rows * self.positions, dtype=np.int64)
         self._lengths = np.zeros(lookups * rows, dtype=np.int64)
         self._scores = np.full(lookups * rows, np.nan)
+        self._matches = np.zeros(lookups * rows, dtype=np.int64)
         self._logs = np.zeros(lookups * rows)
 
     def _of(self, rows: int) -> tuple[tuple[np.ndarray, ...], ...]:
@@ -760,7 +766,8 @@ class _ChoiceArrays:
                       self.fallback[:rows], self.hopeful[:rows])
             scratch = (self._bands[:size].reshape(lookups, rows), self.extended[:rows])
             drafts = (self._tokens[: size * self.positions].reshape(lookups, rows, self.positions),
-                      self._lengths[:size].reshape(lookups, rows), self._scores[:size].reshape(lookups, rows))
+                      self._lengths[:size].reshape(lookups, rows), self._scores[:size].reshape(lookups, rows),
+                      self._matches[:size].reshape(lookups, rows))
             views = self._views[rows] = (chosen, scratch, drafts, (self._logs[:size].reshape(lookups, rows),))
         return views
 
@@ -773,7 +780,7 @@ class _ChoiceArrays:
         return self._of(rows)[1]
 
     def drafts(self, rows: int) -> tuple[np.ndarray, ...]:
-        """The lookups' drafts: tokens [lookup, row, position], lengths and scores [lookup, row]."""
+        """The lookups' drafts: tokens [lookup, row, position], lengths, scores and match lengths [lookup, row]."""
         return self._of(rows)[2]
 
     def logs(self, scores: np.ndarray) -> np.ndarray:

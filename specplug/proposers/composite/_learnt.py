@@ -72,6 +72,9 @@ class LearntState:
             raise InvalidOptionError(
                 f"learnt_state = {str(self.path)!r} is not a file of specplug's learnt statistics; remove it or give another path"
             ) from None
+        if _fewer_bands(layout, self.layout) and accepted.shape == drafted.shape == tuple(layout["shape"]):
+            drafted, accepted = (_with_bands(counts, self.layout["shape"][1]) for counts in (drafted, accepted))
+            layout = self.layout
         if layout != self.layout or drafted.shape != tuple(self.layout["shape"]) or accepted.shape != drafted.shape:
             raise InvalidOptionError(
                 f"learnt_state = {str(self.path)!r} holds the statistics of {_described(layout)}, not of this "
@@ -107,6 +110,26 @@ class LearntState:
             self._failed_write = True
             with contextlib.suppress(OSError):
                 partial.unlink(missing_ok=True)
+
+
+def _fewer_bands(saved: dict, wanted: dict) -> bool:
+    """Whether ``saved`` is ``wanted`` but for fewer statistics bands: counts an earlier version kept.
+    Bands are only ever added after the existing ones, each keeping its meaning (drafts after a long
+    match came later: before, they counted in the bands of their score)."""
+    if {**saved, "shape": None} != {**wanted, "shape": None}:
+        return False
+    old, new = saved.get("shape"), wanted["shape"]
+    return (
+        isinstance(old, list) and len(old) == len(new) == 3 and old[0] == new[0] and old[2] == new[2]
+        and isinstance(old[1], int) and 0 < old[1] < new[1]
+    )
+
+
+def _with_bands(counts: np.ndarray, bands: int) -> np.ndarray:
+    """``counts`` [track, band, position] with empty bands added up to ``bands``."""
+    grown = np.zeros((counts.shape[0], bands, counts.shape[2]), dtype=counts.dtype)
+    grown[:, : counts.shape[1]] = counts
+    return grown
 
 
 def _described(layout: dict) -> str:

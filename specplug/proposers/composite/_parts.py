@@ -40,8 +40,11 @@ def resolved(value: object, option: str) -> Any:
 #: draft scored, each band holds enough observations, and a draft's estimate then tracks its score
 SCORE_BANDS = 6
 _BANDS_PER_DOUBLING = 1.5
-#: each score band twice: drafts as long as asked for, and drafts the lookup ended sooner itself
-BANDS = 2 * SCORE_BANDS
+#: a lookup's draft copied after a match of at least this many tokens has statistics of its own
+LONG_MATCH = 4
+#: each score band four times: drafts as long as asked for or ended sooner by the lookup itself,
+#: each after a shorter match or after one of at least ``LONG_MATCH`` tokens
+BANDS = 4 * SCORE_BANDS
 
 
 def probes(neural_probe: bool | None, neural_parts: list[Any]) -> bool:
@@ -52,16 +55,24 @@ def probes(neural_probe: bool | None, neural_parts: list[Any]) -> bool:
     return not any(getattr(part, "shorter_drafts_save", False) for part in neural_parts)
 
 
-def score_bands(scores: np.ndarray, lengths: np.ndarray, asked: np.ndarray) -> np.ndarray:
+def score_bands(
+    scores: np.ndarray, lengths: np.ndarray, asked: np.ndarray, matches: np.ndarray | None = None
+) -> np.ndarray:
     """The statistics band of each draft of ``lengths`` tokens with these ``scores`` (NaN: the
-    drafter gives none, band 0), when ``asked`` tokens were asked for.
+    drafter gives none, band 0), when ``asked`` tokens were asked for, copied after a match of
+    ``matches`` tokens (0 or None: not known).
 
     A draft the lookup ended sooner than asked (its match was short, or its continuation grew
     uncertain) has bands of its own: on the shipped traces such drafts are accepted far less
-    often than full-length ones of the same score.
+    often than full-length ones of the same score. So has a draft after a match of at least
+    ``LONG_MATCH`` tokens: a vote of one occurrence scores alike after a one-token match and after
+    a long one, and the long one is right far more often (the engines' lookup rules, TensorRT-LLM's
+    ``sa_config`` threshold and vLLM's ``prompt_lookup_min``, draw the same line).
 
     >>> score_bands(np.array([np.nan, 0.5, 2.0, 5.0, 5.0]), np.array([8, 8, 8, 8, 4]), np.array(8)).tolist()
     [0, 1, 3, 4, 10]
+    >>> score_bands(np.array([5.0, 5.0]), np.array([8, 8]), np.array(8), np.array([1, 6])).tolist()
+    [4, 16]
     """
     positive = np.fmax(scores, 0.0)  # fmax: NaN gives 0 (nan_to_num costs several times more)
     # capped before the cast: an infinite score (a part's "certain") would cast to -2**63, a band
@@ -69,21 +80,25 @@ def score_bands(scores: np.ndarray, lengths: np.ndarray, asked: np.ndarray) -> n
     steps = np.minimum(_BANDS_PER_DOUBLING * np.log2(1.0 + positive), SCORE_BANDS)
     bands = np.minimum(1 + steps.astype(np.int64), SCORE_BANDS - 1)
     bands = np.where(np.isnan(scores), 0, bands)
-    return bands + SCORE_BANDS * (lengths < asked)
+    bands = bands + SCORE_BANDS * (lengths < asked)
+    return bands if matches is None else bands + 2 * SCORE_BANDS * (matches >= LONG_MATCH)
 
 
-def score_bands_of_rows(scores: np.ndarray, lengths: np.ndarray, limits: np.ndarray) -> np.ndarray:
-    """:func:`score_bands` of a batch step's lookup drafts (``scores`` and ``lengths``: [lookup,
-    row]; ``limits``: [row]), equal to it element by element: numpy takes the logarithm (so it is
-    the same to the last bit), one numba pass the rest, instead of eight numpy calls over the batch."""
+def score_bands_of_rows(
+    scores: np.ndarray, lengths: np.ndarray, limits: np.ndarray, matches: np.ndarray | None = None
+) -> np.ndarray:
+    """:func:`score_bands` of a batch step's lookup drafts (``scores``, ``lengths`` and ``matches``:
+    [lookup, row]; ``limits``: [row]), equal to it element by element: numpy takes the logarithm (so
+    it is the same to the last bit), one numba pass the rest, instead of eight numpy calls over the batch."""
     logs = np.log2(1.0 + np.fmax(scores, 0.0))
     out = np.empty(scores.shape, dtype=np.int64)
-    _bands_of_logs(logs, scores, lengths, limits, out)
+    matches = np.zeros(scores.shape, dtype=np.int64) if matches is None else matches
+    _bands_of_logs(logs, scores, lengths, matches, limits, out)
     return out
 
 
 @njit(cache=True)
-def _bands_of_logs(logs, scores, lengths, limits, out):
+def _bands_of_logs(logs, scores, lengths, matches, limits, out):
     for i in range(logs.shape[0]):
         for row in range(logs.shape[1]):
             if scores[i, row] != scores[i, row]:  # NaN: no score, band 0
@@ -93,17 +108,19 @@ def _bands_of_logs(logs, scores, lengths, limits, out):
                 band = min(1 + np.int64(min(_BANDS_PER_DOUBLING * logs[i, row], SCORE_BANDS)), SCORE_BANDS - 1)
             if lengths[i, row] < limits[row]:
                 band += SCORE_BANDS
+            if matches[i, row] >= LONG_MATCH:
+                band += 2 * SCORE_BANDS
             out[i, row] = band
 
 
-def score_band(score: float | None, length: int, asked: int) -> int:
-    """The band of one draft (:func:`score_bands` of one row; None: no score).
+def score_band(score: float | None, length: int, asked: int, match: int | None = None) -> int:
+    """The band of one draft (:func:`score_bands` of one row; None: no score, or no match known).
 
-    >>> score_band(None, 8, 8), score_band(0.5, 8, 8), score_band(5.0, 4, 8)
-    (0, 1, 10)
+    >>> score_band(None, 8, 8), score_band(0.5, 8, 8), score_band(5.0, 4, 8), score_band(5.0, 4, 8, match=4)
+    (0, 1, 10, 22)
     """
     scores = np.array([np.nan if score is None else score])
-    return int(score_bands(scores, np.array([length]), np.array(asked))[0])
+    return int(score_bands(scores, np.array([length]), np.array(asked), np.array([match or 0]))[0])
 
 
 @dataclass

@@ -15,7 +15,8 @@ reaches (so a long draft cut short still teaches what its later positions would 
 done); a neural candidate is only called when it is chosen, and learns from the steps it
 drafted. A lookup that scores its drafts (``Draft.score``, e.g. suffix decoding's expected
 accepted tokens) has its statistics kept per score band, so a long, often-seen match is
-trusted more than a two-token guess, and apart for drafts it ended sooner than asked.
+trusted more than a two-token guess, apart for drafts it ended sooner than asked, and apart
+for drafts copied after a match of at least four tokens (``Draft.match``).
 
 The choice itself is the composite base's (``_choice.choose_rows``), the one the cost-aware hybrid
 makes (given the hybrid's two parts and options, adaptive drafts what it drafts): a neural

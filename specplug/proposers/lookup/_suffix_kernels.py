@@ -437,12 +437,13 @@ def vote_found(tokens, state, found, ends, lengths, max_tokens, spec_factor, spe
 
 @njit(cache=True, inline="always")
 def _take_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count, a_s, a_l, drafts, draft_lengths, row,
-              out_lengths, scores, accepted):
+              out_lengths, scores, out_matches, accepted):
     """A row's new tokens: its last draft's acceptance counted, the tokens appended and indexed.
     False when its ring has no room (it is left untouched)."""
     state, tokens, prev_s, head_s, prev_l, head_l = pooled_ring(memory, bases[slot], capacities[slot], a_l > 0)
     out_lengths[row] = 0
     scores[row] = 0.0
+    out_matches[row] = 0
     if count:
         length = lengths[slot]
         if length + count > tokens.shape[0]:
@@ -455,11 +456,12 @@ def _take_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count
 
 @njit(cache=True, inline="always")
 def _draft_row(memory, bases, capacities, lengths, slot, limit, a_s, a_l, max_depth, max_tokens, spec_factor, spec_offset,
-               min_token_prob, use_cache, cache, draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached,
-               found, ends, matches, c_ends, tally):
+               min_token_prob, use_cache, cache, draft_lengths, draft_scores, drafts, row, out, out_lengths, scores,
+               out_matches, cached, found, ends, matches, c_ends, tally):
     """A row's draft, once the ``found`` candidates of its own ring are in ``ends`` (walked, not yet
     compared): its ring's vote, then the cache's (``cache``: its ring's arrays, as ``vote`` takes
-    them), the longer match winning (then the higher score).
+    them), the longer match winning (then the higher score); ``out_matches[row]``: that match's
+    length (0 when nothing was drafted).
 
     Inlined, so at most 30 arguments: past that, Python passes a call's arguments as one tuple, which
     numba cannot inline; called, it took and dropped a reference on each array argument, per row."""
@@ -480,11 +482,12 @@ def _draft_row(memory, bases, capacities, lengths, slot, limit, a_s, a_l, max_de
                                          a_l, max_depth, limit, spec_factor, spec_offset, min_token_prob, theirs,
                                          c_ends, matches, tally)
         if c_match > match or (c_match == match and c_score > score):
-            taken, score = c_taken, c_score
+            taken, score, match = c_taken, c_score, c_match
             for k in range(taken):
                 mine[k] = theirs[k]
     out_lengths[row] = taken
     scores[row] = score
+    out_matches[row] = match if taken else 0
     remember(drafts, draft_lengths, slot, out, row, taken)
     draft_scores[slot] = score
 
@@ -493,11 +496,12 @@ def _draft_row(memory, bases, capacities, lengths, slot, limit, a_s, a_l, max_de
 def _step_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count, limit, a_s, a_l, max_depth, max_candidates,
               max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
               c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-              drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached, ends, matches, tally):
+              drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, out_matches, accepted, cached, ends, matches,
+              tally):
     """One row of a batch step; False when its ring has no room (it is left untouched).
     ``ends`` and ``matches`` (max_candidates each) and ``tally`` (:func:`vote_scratch`) are the votes' scratch."""
     if not _take_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count, a_s, a_l, drafts, draft_lengths,
-                     row, out_lengths, scores, accepted):
+                     row, out_lengths, scores, out_matches, accepted):
         return False
     if limit < 1:
         return True
@@ -508,8 +512,8 @@ def _step_row(memory, bases, capacities, lengths, slot, new_tokens, begin, count
     found = _walk(prev_l if long else prev_s, tokens.shape[0] - 1, state[START], g, ends)
     cache = (c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state)
     _draft_row(memory, bases, capacities, lengths, slot, limit, a_s, a_l, max_depth, max_tokens, spec_factor, spec_offset,
-               min_token_prob, use_cache, cache, draft_lengths, draft_scores, drafts, row, out, out_lengths, scores, cached,
-               found, ends, matches, ends, tally)
+               min_token_prob, use_cache, cache, draft_lengths, draft_scores, drafts, row, out, out_lengths, scores,
+               out_matches, cached, found, ends, matches, ends, tally)
     return True
 
 
@@ -618,7 +622,7 @@ def _prefetch_block(memory, bases, capacities, lengths, slots, new_tokens, offse
 def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max_depth, max_candidates,
                max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
                c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-               drafts, draft_lengths, draft_scores, out, out_lengths, scores, accepted, blocked, cached):
+               drafts, draft_lengths, draft_scores, out, out_lengths, scores, out_matches, accepted, blocked, cached):
     """One engine step for every row: count acceptance, append its new tokens, draft (request, then cache).
 
     Why this is fast: one numba dispatch for the batch instead of, per request, Python calls
@@ -673,7 +677,7 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
             slot = slots[row]
             begin = offsets[row]
             if not _take_row(memory, bases, capacities, lengths, slot, new_tokens, begin, offsets[row + 1] - begin, a_s, a_l,
-                             drafts, draft_lengths, row, out_lengths, scores, accepted):
+                             drafts, draft_lengths, row, out_lengths, scores, out_matches, accepted):
                 blocked[row] = True
                 stuck += 1
                 continue
@@ -690,7 +694,7 @@ def step_batch(memory, bases, capacities, lengths, slots, new_tokens, offsets, l
                 row = first_row + i
                 _draft_row(memory, bases, capacities, lengths, slots[row], limits[row], a_s, a_l, max_depth, max_tokens,
                            spec_factor, spec_offset, min_token_prob, use_cache, cache, draft_lengths, draft_scores, drafts,
-                           row, out, out_lengths, scores, cached, found[i], ends[i], matches, c_ends, tally)
+                           row, out, out_lengths, scores, out_matches, cached, found[i], ends[i], matches, c_ends, tally)
     return stuck
 
 
@@ -747,7 +751,7 @@ PARALLEL_RUN_ROWS = 8
 def step_batch_parallel(memory, bases, capacities, lengths, slots, new_tokens, offsets, limits, a_s, a_l, max_depth, max_candidates,
                         max_tokens, spec_factor, spec_offset, min_token_prob, use_cache,
                         c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-                        drafts, draft_lengths, draft_scores, out, out_lengths, scores, accepted, blocked, cached):
+                        drafts, draft_lengths, draft_scores, out, out_lengths, scores, out_matches, accepted, blocked, cached):
     """:func:`step_batch` with the rows spread over numba's threads (rows share only the cache, read-only).
     The rows go in runs of ``PARALLEL_RUN_ROWS``, each run on one thread with its own scratch."""
     rows = len(slots)
@@ -763,8 +767,8 @@ def step_batch_parallel(memory, bases, capacities, lengths, slots, new_tokens, o
             if not _step_row(memory, bases, capacities, lengths, slots[row], new_tokens, begin, offsets[row + 1] - begin,
                              limits[row], a_s, a_l, max_depth, max_candidates, max_tokens, spec_factor, spec_offset,
                              min_token_prob, use_cache, c_tokens, c_prev_s, c_head_s, c_prev_l, c_head_l, c_state,
-                             drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, accepted, cached,
-                             ends, matches, tally):
+                             drafts, draft_lengths, draft_scores, row, out, out_lengths, scores, out_matches, accepted,
+                             cached, ends, matches, tally):
                 blocked[row] = True
                 stuck_by_run[run] += 1
     return stuck_by_run.sum()

@@ -184,7 +184,9 @@ class NgramProposer(KernelLookup):
         )
         slots.lengths[index.slot] = buffer.length
 
-    def _draft_rows(self, step: BatchStep, out: np.ndarray, lengths: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    def _draft_rows(
+        self, step: BatchStep, out: np.ndarray, lengths: np.ndarray, scores: np.ndarray, matches: np.ndarray
+    ) -> np.ndarray:
         table = self._slots
         drafts = table.drafts
         slots, accepted, blocked, new_tokens = table.begin_step(step, self._pending)
@@ -201,6 +203,7 @@ class NgramProposer(KernelLookup):
         if drafts.trees:
             drafts.settle_trees(self._pending, ids, new_tokens, step.offsets, limits, accepted)
         scores.fill(np.nan)  # ngram gives no score
+        matches.fill(0)  # nor its match (a draft of one occurrence: its n says little)
         return accepted
 
     def _step_alone(self, request_id, new_tokens, offsets, limit, row, out, lengths, accepted) -> None:

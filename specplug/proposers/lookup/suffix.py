@@ -211,7 +211,9 @@ class SuffixProposer(KernelLookup):
         self._pool = ring_pool()
         self._slots = _Slots(options.max_tokens, self.name)
 
-    def _draft_rows(self, step: BatchStep, out: np.ndarray, lengths: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    def _draft_rows(
+        self, step: BatchStep, out: np.ndarray, lengths: np.ndarray, scores: np.ndarray, matches: np.ndarray
+    ) -> np.ndarray:
         table, options = self._slots, self.options
         drafts = table.drafts
         slots, accepted, blocked, new_tokens = table.begin_step(step, self._pending)
@@ -225,16 +227,17 @@ class SuffixProposer(KernelLookup):
             options.max_depth, options.max_candidates, options.max_tokens, options.max_spec_factor,
             options.max_spec_offset, options.min_token_prob, bool(options.global_cache and len(self.cache)),
             cache.tokens, cache.prev_s, cache.head_s, cache.prev_l, cache.head_l, cache.state,
-            drafts.tokens, drafts.lengths, drafts.scores, out, lengths, scores, accepted, blocked, cached,
+            drafts.tokens, drafts.lengths, drafts.scores, out, lengths, scores, matches, accepted, blocked, cached,
         )
         if stuck:
             for row in np.flatnonzero(blocked).tolist():
-                self._step_alone(ids[row], new_tokens, step.offsets, int(limits[row]), row, out, lengths, scores, accepted)
+                self._step_alone(ids[row], new_tokens, step.offsets, int(limits[row]), row, out, lengths, scores, matches,
+                                 accepted)
         if drafts.trees:
             drafts.settle_trees(self._pending, ids, new_tokens, step.offsets, limits, accepted)
         return accepted
 
-    def _step_alone(self, request_id, new_tokens, offsets, limit, row, out, lengths, scores, accepted) -> None:
+    def _step_alone(self, request_id, new_tokens, offsets, limit, row, out, lengths, scores, matches, accepted) -> None:
         """A row the kernel could not take (no room in its ring): grow it here, then draft it."""
         index = self._index(request_id)
         drafts = self._slots.drafts
@@ -245,11 +248,13 @@ class SuffixProposer(KernelLookup):
             drafts.lengths[slot] = 0
             self._append(request_id, index, tokens)
         scores[row] = 0.0
+        matches[row] = 0
         if limit > 0:
             draft = self._vote(index, limit)
             lengths[row] = len(draft.tokens)
             out[row, : len(draft.tokens)] = draft.tokens
             scores[row] = draft.score
+            matches[row] = draft.match or 0
             drafts.tokens[slot, : len(draft.tokens)] = draft.tokens
             drafts.lengths[slot] = len(draft.tokens)
             drafts.scores[slot] = draft.score
@@ -272,8 +277,8 @@ class SuffixProposer(KernelLookup):
         if self.options.global_cache:
             count, cached_score, cached_match = self.cache.draft(query, self.options, limit, self._out, self._scratch)
             if (cached_match, cached_score) > (match, score):
-                tokens, score = tuple(self._out[:count].tolist()), cached_score
-        return Draft(tokens, self.name, score)
+                tokens, score, match = tuple(self._out[:count].tolist()), cached_score, cached_match
+        return Draft(tokens, self.name, score, match=int(match) if tokens else None)
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         self._slots.drafts.touch(request_id)
@@ -290,8 +295,8 @@ class SuffixProposer(KernelLookup):
         if self.options.global_cache:
             count, cached_score, cached_match = self.cache.draft(query, self.options, limit, self._out, self._scratch)
             if (cached_match, cached_score) > (match, score):
-                tokens, score, source = tuple(self._out[:count].tolist()), cached_score, self.cache
-        draft = Draft(tokens, self.name, score)
+                tokens, score, match, source = tuple(self._out[:count].tolist()), cached_score, cached_match, self.cache
+        draft = Draft(tokens, self.name, score, match=int(match) if tokens else None)
         if not tokens:
             return draft
         found = source.continuations(query, self.options, limit)
@@ -426,8 +431,8 @@ class ReferenceSuffixProposer(Proposer):
         if self.options.global_cache:
             cached, cached_score, cached_match = _reference_draft(list(self._cache), query, self.options, limit)
             if (cached_match, cached_score) > (match, score):
-                drafted, score = cached, cached_score
-        return Draft(drafted, self.name, score)
+                drafted, score, match = cached, cached_score, cached_match
+        return Draft(drafted, self.name, score, match=match if drafted else None)
 
     def _propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
         tokens = self._tokens[request_id]
@@ -438,8 +443,8 @@ class ReferenceSuffixProposer(Proposer):
         if self.options.global_cache:
             cached, cached_score, cached_match = _reference_draft(list(self._cache), query, self.options, limit)
             if (cached_match, cached_score) > (match, score):
-                drafted, score, history = cached, cached_score, list(self._cache)
-        draft = Draft(drafted, self.name, score)
+                drafted, score, match, history = cached, cached_score, cached_match, list(self._cache)
+        draft = Draft(drafted, self.name, score, match=match if drafted else None)
         if not drafted:
             return draft
         found = _reference_continuations(history, query, self.options, limit)
