@@ -85,14 +85,8 @@ def check_batch_drafts(drafts: object, limits: np.ndarray, who: str = "proposer"
             raise InvalidDraftError(
                 "too long", f"{who} drafted {int(lengths[row])} tokens in row {row} where {int(limits[row])} were asked for"
             )
-        if int(accepted.min()) < 0:
-            row = int(np.argmin(accepted))
-            raise InvalidDraftError("not a Draft", f"{who} returned accepted = {int(accepted[row])} in row {row}; it is >= 0")
-        if int(matches.min()) < 0:
-            row = int(np.argmin(matches))
-            raise InvalidDraftError(
-                "not a Draft", f"{who} returned matches = {int(matches[row])} in row {row}; they are >= 0"
-            )
+        _check_non_negative(accepted, "accepted", who)
+        _check_non_negative(matches, "matches", who)
         if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) > MAX_TOKEN_ID):
             used = np.arange(tokens.shape[1]) < lengths[:, None]
             bad = used & ((tokens < 0) | (tokens > MAX_TOKEN_ID))
@@ -110,6 +104,12 @@ def check_batch_drafts(drafts: object, limits: np.ndarray, who: str = "proposer"
         np.array(accepted, dtype=np.int64), [str(source) for source in sources],
         np.array(scores, dtype=np.float64), np.array(needs_neural, dtype=np.bool_), np.array(matches, dtype=np.int64),
     )
+
+
+def _check_non_negative(values: np.ndarray, what: str, who: str) -> None:
+    if int(values.min()) < 0:
+        row = int(np.argmin(values))
+        raise InvalidDraftError("not a Draft", f"{who} returned {what} = {int(values[row])} in row {row}; it is >= 0")
 
 
 def _count(values: object) -> str:

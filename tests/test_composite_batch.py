@@ -214,8 +214,9 @@ def test_the_batch_step_times_are_the_cost_models_own(batch: int) -> None:
 def test_the_batch_score_bands_are_score_bands_own() -> None:
     """The batch step's bands (numpy's logarithm, one numba pass for the rest) equal
     ``score_bands`` element by element: random scores, NaN (no score), negatives, scores at and
-    one ULP beside each band's edge, drafts shorter and longer than asked."""
-    from specplug.proposers.composite._parts import _BANDS_PER_DOUBLING, score_bands, score_bands_of_rows
+    one ULP beside each band's edge, drafts shorter and longer than asked, matches unknown (0),
+    short, at the long-match edge and beyond it."""
+    from specplug.proposers.composite._parts import LONG_MATCH, _BANDS_PER_DOUBLING, score_bands, score_bands_of_rows
 
     rng = np.random.default_rng(5)
     edges = 2.0 ** (np.arange(12) / _BANDS_PER_DOUBLING) - 1.0
@@ -231,8 +232,9 @@ def test_the_batch_score_bands_are_score_bands_own() -> None:
         )
         lengths = rng.integers(0, 17, size=(lookups, rows))
         limits = rng.integers(0, 17, size=rows)
-        expected = score_bands(scores, lengths, limits[np.newaxis, :])
-        got = score_bands_of_rows(scores, lengths, limits)
+        matches = rng.integers(0, 2 * LONG_MATCH + 1, size=(lookups, rows))
+        expected = score_bands(scores, lengths, limits[np.newaxis, :], matches)
+        got = score_bands_of_rows(scores, lengths, limits, matches)
         assert got.dtype == expected.dtype and got.tolist() == expected.tolist()
 
 

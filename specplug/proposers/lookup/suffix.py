@@ -28,6 +28,7 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -269,25 +270,10 @@ class SuffixProposer(KernelLookup):
         index = self._requests[request_id] = RequestIndex(prompt, self.options.anchors, self._pool)
         self._slots.add(request_id, index)
 
-    def _vote(self, index: RequestIndex, max_tokens: int) -> Draft:
-        limit = min(max_tokens, self.options.max_tokens)
-        query = index.tail(self.options.max_depth)
-        count, score, match = index.ring.draft(query, self.options, limit, self._out, self._scratch)
-        tokens = tuple(self._out[:count].tolist())
-        if self.options.global_cache:
-            count, cached_score, cached_match = self.cache.draft(query, self.options, limit, self._out, self._scratch)
-            if (cached_match, cached_score) > (match, score):
-                tokens, score, match = tuple(self._out[:count].tolist()), cached_score, cached_match
-        return Draft(tokens, self.name, score, match=int(match) if tokens else None)
-
-    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
-        self._slots.drafts.touch(request_id)
-        return self._vote(self._index(request_id), max_tokens)
-
-    def _propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
-        # the vote as _propose makes it, remembering which index drafted: its voters grow the tree
-        self._slots.drafts.touch(request_id)
-        index = self._index(request_id)
+    def _voted(self, index: RequestIndex, max_tokens: int) -> tuple[Draft, Any, np.ndarray, int]:
+        """The vote (the request's ring, then the cache; the longer match wins, then the higher score),
+        with the one that drafted it (the ring or the cache: both ``draft`` and give ``continuations``),
+        the query and the token limit (a tree grows from the same ones)."""
         limit = min(max_tokens, self.options.max_tokens)
         query = index.tail(self.options.max_depth)
         count, score, match = index.ring.draft(query, self.options, limit, self._out, self._scratch)
@@ -296,8 +282,20 @@ class SuffixProposer(KernelLookup):
             count, cached_score, cached_match = self.cache.draft(query, self.options, limit, self._out, self._scratch)
             if (cached_match, cached_score) > (match, score):
                 tokens, score, match, source = tuple(self._out[:count].tolist()), cached_score, cached_match, self.cache
-        draft = Draft(tokens, self.name, score, match=int(match) if tokens else None)
-        if not tokens:
+        return Draft(tokens, self.name, score, match=int(match) if tokens else None), source, query, limit
+
+    def _vote(self, index: RequestIndex, max_tokens: int) -> Draft:
+        return self._voted(index, max_tokens)[0]
+
+    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
+        self._slots.drafts.touch(request_id)
+        return self._vote(self._index(request_id), max_tokens)
+
+    def _propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
+        # the vote as _propose makes it, remembering which index drafted: its voters grow the tree
+        self._slots.drafts.touch(request_id)
+        draft, source, query, limit = self._voted(self._index(request_id), max_tokens)
+        if not draft.tokens:
             return draft
         found = source.continuations(query, self.options, limit)
         return speculation_tree(draft, found, max_tokens, max_branches, self.options.min_token_prob)
@@ -423,18 +421,8 @@ class ReferenceSuffixProposer(Proposer):
         self._tokens[request_id] = prompt.tolist()
         self._prompt_length[request_id] = len(prompt)
 
-    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
-        tokens = self._tokens[request_id]
-        limit = min(max_tokens, self.options.max_tokens)
-        query = tokens[-self.options.max_depth :]
-        drafted, score, match = _reference_draft([tokens], query, self.options, limit)
-        if self.options.global_cache:
-            cached, cached_score, cached_match = _reference_draft(list(self._cache), query, self.options, limit)
-            if (cached_match, cached_score) > (match, score):
-                drafted, score, match = cached, cached_score, cached_match
-        return Draft(drafted, self.name, score, match=match if drafted else None)
-
-    def _propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
+    def _voted(self, request_id: RequestId, max_tokens: int) -> tuple[Draft, Sequence[Sequence[int]], list[int], int]:
+        """The vote as the fast path makes it, with the history that drafted it, the query and the limit."""
         tokens = self._tokens[request_id]
         limit = min(max_tokens, self.options.max_tokens)
         query = tokens[-self.options.max_depth :]
@@ -444,8 +432,14 @@ class ReferenceSuffixProposer(Proposer):
             cached, cached_score, cached_match = _reference_draft(list(self._cache), query, self.options, limit)
             if (cached_match, cached_score) > (match, score):
                 drafted, score, match, history = cached, cached_score, cached_match, list(self._cache)
-        draft = Draft(drafted, self.name, score, match=match if drafted else None)
-        if not drafted:
+        return Draft(drafted, self.name, score, match=match if drafted else None), history, query, limit
+
+    def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
+        return self._voted(request_id, max_tokens)[0]
+
+    def _propose_alternatives(self, request_id: RequestId, max_tokens: int, max_branches: int) -> Draft:
+        draft, history, query, limit = self._voted(request_id, max_tokens)
+        if not draft.tokens:
             return draft
         found = _reference_continuations(history, query, self.options, limit)
         return speculation_tree(draft, found, max_tokens, max_branches, self.options.min_token_prob)
