@@ -274,13 +274,14 @@ def test_ngram_serial_kernel_equals_the_row_alone_kernel_over_many_rows(options)
         a = serial.step_batch(BatchStep.of(ids, tokens, limits))
         b = rows_alone.step_batch(BatchStep.of(ids, tokens, limits))
         assert a.tokens.tolist() == b.tokens.tolist() and a.lengths.tolist() == b.lengths.tolist()
-        assert a.accepted.tolist() == b.accepted.tolist()
+        assert a.accepted.tolist() == b.accepted.tolist() and a.matches.tolist() == b.matches.tolist()
         for row, rid in enumerate(ids):
             accepted = single.extend(rid, tokens[row]) if tokens[row] else 0
             if tokens[row]:
                 assert int(a.accepted[row]) == accepted
             if limits[row]:
-                assert a.draft(row).tokens == single.propose(rid, limits[row]).tokens
+                expected = single.propose(rid, limits[row])
+                assert a.draft(row).tokens == expected.tokens and a.draft(row).match == expected.match
     at_end = [serial.state_nbytes(rid) for rid in ids]
     assert at_end == [single.state_nbytes(rid) for rid in ids]
     assert all(end > start for start, end in zip(at_start, at_end))  # every row outgrew its arrays
@@ -297,7 +298,8 @@ def test_ngram_batch_kernel_grows_its_arrays_like_the_per_request_path():
         got = batch.step_batch(BatchStep.of(["a", "b"], [tokens["a"], tokens["b"]], [4, 4]))
         for row, rid in enumerate(("a", "b")):
             accepted = single.extend(rid, tokens[rid])
-            assert got.draft(row).tokens == single.propose(rid, 4).tokens
+            expected = single.propose(rid, 4)
+            assert got.draft(row).tokens == expected.tokens and got.draft(row).match == expected.match
             assert int(got.accepted[row]) == accepted
     assert batch.state_nbytes("a") == single.state_nbytes("a")
 

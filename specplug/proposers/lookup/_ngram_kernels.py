@@ -70,7 +70,8 @@ def ngram_append(tokens, length, new_tokens, positions, counts, used, min_n, key
 
 @njit(cache=True, inline="always")
 def ngram_lookup(tokens, length, positions, counts, min_n, min_hits, key):
-    """Start of the continuation of the longest suffix n-gram seen before, or -1.
+    """(start, n): where the continuation of the longest suffix n-gram seen before starts, and
+    its n (the draft's match); (-1, 0) when none was seen.
 
     Tries n from the largest down; the first n whose last n tokens occurred earlier (at least
     `min_hits` times when hits are counted) wins, and its most recent occurrence is used.
@@ -88,8 +89,8 @@ def ngram_lookup(tokens, length, positions, counts, min_n, min_hits, key):
             continue
         if count_hits and counts[row, slot] < min_hits:
             continue
-        return stored + 1
-    return -1
+        return stored + 1, n
+    return -1, 0
 
 
 #: int32 words before a block's tokens: its ``used`` counts, padded so that the arrays after them
@@ -131,11 +132,11 @@ def _slot_arrays(pool, bases, token_caps, table_caps, slot, rows, count_hits):
 
 @njit(cache=True, inline="always")
 def _step_row(pool, bases, token_caps, table_caps, rows, lengths, slot, new_tokens, begin, count, limit, min_n, min_hits,
-              max_tokens, drafts, draft_lengths, row, out, out_lengths, accepted, key):
+              max_tokens, drafts, draft_lengths, row, out, out_lengths, out_matches, accepted, key):
     """One row of a batch step; False when its arrays have no room (it is left untouched)."""
     tokens, table, row_counts, row_used = _slot_arrays(pool, bases, token_caps, table_caps, slot, rows, min_hits > 1)
     length = lengths[slot]
-    out_lengths[row] = 0
+    out_lengths[row] = out_matches[row] = 0
     if count:
         most = 0
         for k in range(len(row_used)):
@@ -147,11 +148,12 @@ def _step_row(pool, bases, token_caps, table_caps, rows, lengths, slot, new_toke
         lengths[slot] = length
     if limit < 1:
         return True
-    start = ngram_lookup(tokens, length, table, row_counts, min_n, min_hits, key)
+    start, n = ngram_lookup(tokens, length, table, row_counts, min_n, min_hits, key)
     take = 0 if start < 0 else min(limit, max_tokens, length - start)
     for k in range(take):
         out[row, k] = tokens[start + k]
     out_lengths[row] = take
+    out_matches[row] = n if take else 0
     remember(drafts, draft_lengths, slot, out, row, take)
     return True
 
@@ -232,8 +234,10 @@ def _prefetch_stored(pool, bases, token_caps, table_caps, rows, lengths, slot, h
 
 @njit(cache=True)
 def ngram_step_batch(pool, bases, token_caps, table_caps, rows_per_table, lengths, slots, new_tokens, offsets, limits,
-                     min_n, min_hits, max_tokens, drafts, draft_lengths, out, out_lengths, accepted, blocked, key):
-    """One engine step for every row: count acceptance, append its new tokens, draft (one call for the batch).
+                     min_n, min_hits, max_tokens, drafts, draft_lengths, out, out_lengths, out_matches, accepted, blocked,
+                     key):
+    """One engine step for every row: count acceptance, append its new tokens, draft (one call for the batch),
+    each draft's match (its n; 0: no draft) into ``out_matches``.
 
     Why this is fast: the per-request path pays a Python call, argument checks and a numba
     dispatch per request and per operation; here the whole batch is one dispatch, and each
@@ -275,7 +279,7 @@ def ngram_step_batch(pool, bases, token_caps, table_caps, rows_per_table, length
         begin = offsets[row]
         if not _step_row(pool, bases, token_caps, table_caps, rows_per_table, lengths, slots[row], new_tokens, begin,
                          offsets[row + 1] - begin, limits[row], min_n, min_hits, max_tokens, drafts, draft_lengths, row,
-                         out, out_lengths, accepted, key):
+                         out, out_lengths, out_matches, accepted, key):
             blocked[row] = True
             stuck += 1
     return stuck
@@ -283,15 +287,15 @@ def ngram_step_batch(pool, bases, token_caps, table_caps, rows_per_table, length
 
 @njit(cache=True, parallel=True)
 def ngram_step_batch_parallel(pool, bases, token_caps, table_caps, rows_per_table, lengths, slots, new_tokens, offsets,
-                              limits, min_n, min_hits, max_tokens, drafts, draft_lengths, out, out_lengths, accepted,
-                              blocked, key):
+                              limits, min_n, min_hits, max_tokens, drafts, draft_lengths, out, out_lengths, out_matches,
+                              accepted, blocked, key):
     """:func:`ngram_step_batch` with the rows spread over numba's threads (rows share no state)."""
     stuck = 0
     for row in prange(len(slots)):
         begin = offsets[row]
         if not _step_row(pool, bases, token_caps, table_caps, rows_per_table, lengths, slots[row], new_tokens, begin,
                          offsets[row + 1] - begin, limits[row], min_n, min_hits, max_tokens, drafts, draft_lengths, row,
-                         out, out_lengths, accepted, key):
+                         out, out_lengths, out_matches, accepted, key):
             blocked[row] = True
             stuck += 1
     return stuck

@@ -2,7 +2,8 @@
 
 For n from ``max_n`` down to ``min_n``, the last n tokens are looked up among earlier
 positions of the same request; the longest n that occurred (at least ``min_hits`` times)
-wins, and the tokens that followed its most recent occurrence are the draft.
+wins, and the tokens that followed its most recent occurrence are the draft (``Draft.match``:
+that n, so a composite judges drafts after a long match apart).
 """
 
 from __future__ import annotations
@@ -116,8 +117,9 @@ class NgramProposer(KernelLookup):
 
     >>> p = NgramProposer(NgramOptions(min_n=2, max_n=3))
     >>> p.start("r", [7, 8, 9, 7, 8])
-    >>> p.propose("r", 4).tokens
-    (9, 7, 8)
+    >>> draft = p.propose("r", 4)
+    >>> draft.tokens, draft.match  # what followed the 2-gram (7, 8), the longest seen before
+    ((9, 7, 8), 2)
     """
 
     name = "ngram"
@@ -195,18 +197,17 @@ class NgramProposer(KernelLookup):
         stuck = kernel(
             self._pool.memory, table.bases, table.token_caps, table.table_caps, self._rows, table.lengths, slots,
             new_tokens, step.offsets, limits, options.min_n, options.min_hits, options.max_tokens, drafts.tokens,
-            drafts.lengths, out, lengths, accepted, blocked, HASH_KEY,
+            drafts.lengths, out, lengths, matches, accepted, blocked, HASH_KEY,
         )
         if stuck:
             for row in np.flatnonzero(blocked).tolist():
-                self._step_alone(ids[row], new_tokens, step.offsets, int(limits[row]), row, out, lengths, accepted)
+                self._step_alone(ids[row], new_tokens, step.offsets, int(limits[row]), row, out, lengths, matches, accepted)
         if drafts.trees:
             drafts.settle_trees(self._pending, ids, new_tokens, step.offsets, limits, accepted)
         scores.fill(np.nan)  # ngram gives no score
-        matches.fill(0)  # nor its match (a draft of one occurrence: its n says little)
         return accepted
 
-    def _step_alone(self, request_id, new_tokens, offsets, limit, row, out, lengths, accepted) -> None:
+    def _step_alone(self, request_id, new_tokens, offsets, limit, row, out, lengths, matches, accepted) -> None:
         """A row the kernel could not take (no room): grow it here, then draft it, arrays kept in step."""
         index = self._index[request_id]
         drafts = self._slots.drafts
@@ -216,26 +217,31 @@ class NgramProposer(KernelLookup):
             accepted[row] = accepted_prefix(drafts.tokens[slot, : drafts.lengths[slot]].tolist(), tokens.tolist())
             drafts.lengths[slot] = 0
             self._append(index, tokens)
+        matches[row] = 0
         if limit > 0:
-            drafted = self._lookup(index, limit)
+            drafted, match = self._lookup(index, limit)
             lengths[row] = len(drafted)
+            matches[row] = match
             out[row, : len(drafted)] = drafted
             drafts.tokens[slot, : len(drafted)] = drafted
             drafts.lengths[slot] = len(drafted)
 
-    def _lookup(self, index: _Index, max_tokens: int) -> np.ndarray:
+    def _lookup(self, index: _Index, max_tokens: int) -> tuple[np.ndarray, int]:
+        """The draft and its match (the n of the n-gram it follows; 0: no draft)."""
         buffer = index.buffer
         length = int(self._slots.lengths[index.slot])  # the batch kernel may have moved it
-        start = kernels.ngram_lookup(
+        start, n = kernels.ngram_lookup(
             buffer.array, length, index.positions, index.counts, self.options.min_n, self.options.min_hits, HASH_KEY
         )
         if start < 0:
-            return buffer.array[:0]
-        return buffer.array[start : min(start + min(max_tokens, self.options.max_tokens), length)]
+            return buffer.array[:0], 0
+        drafted = buffer.array[start : min(start + min(max_tokens, self.options.max_tokens), length)]
+        return drafted, n if len(drafted) else 0
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         self._slots.drafts.touch(request_id)
-        return Draft(tuple(self._lookup(self._index[request_id], max_tokens).tolist()), self.name)
+        drafted, match = self._lookup(self._index[request_id], max_tokens)
+        return Draft(tuple(drafted.tolist()), self.name, match=match or None)
 
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
         self._slots.drafts.touch(request_id)
@@ -277,7 +283,8 @@ class ReferenceNgramProposer(Proposer):
             # earlier occurrences, most recent first: end positions len-2 down to n-1
             ends = [end for end in range(len(tokens) - 2, n - 2, -1) if tokens[end - n + 1 : end + 1] == suffix]
             if len(ends) >= self.options.min_hits:
-                return Draft(tuple(tokens[ends[0] + 1 : ends[0] + 1 + limit]), self.name)
+                drafted = tuple(tokens[ends[0] + 1 : ends[0] + 1 + limit])
+                return Draft(drafted, self.name, match=n if drafted else None)
         return Draft((), self.name)
 
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
