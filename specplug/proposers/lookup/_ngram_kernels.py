@@ -153,7 +153,7 @@ def _step_row(pool, bases, token_caps, table_caps, rows, lengths, slot, new_toke
     for k in range(take):
         out[row, k] = tokens[start + k]
     out_lengths[row] = take
-    out_matches[row] = n if take else 0
+    out_matches[row] = n  # 0 where nothing matched (take is then 0; a match always drafts a token)
     remember(drafts, draft_lengths, slot, out, row, take)
     return True
 

@@ -217,7 +217,6 @@ class NgramProposer(KernelLookup):
             accepted[row] = accepted_prefix(drafts.tokens[slot, : drafts.lengths[slot]].tolist(), tokens.tolist())
             drafts.lengths[slot] = 0
             self._append(index, tokens)
-        matches[row] = 0
         if limit > 0:
             drafted, match = self._lookup(index, limit)
             lengths[row] = len(drafted)
@@ -235,8 +234,7 @@ class NgramProposer(KernelLookup):
         )
         if start < 0:
             return buffer.array[:0], 0
-        drafted = buffer.array[start : min(start + min(max_tokens, self.options.max_tokens), length)]
-        return drafted, n if len(drafted) else 0
+        return buffer.array[start : min(start + min(max_tokens, self.options.max_tokens), length)], n
 
     def _propose(self, request_id: RequestId, max_tokens: int) -> Draft:
         self._slots.drafts.touch(request_id)
@@ -283,8 +281,7 @@ class ReferenceNgramProposer(Proposer):
             # earlier occurrences, most recent first: end positions len-2 down to n-1
             ends = [end for end in range(len(tokens) - 2, n - 2, -1) if tokens[end - n + 1 : end + 1] == suffix]
             if len(ends) >= self.options.min_hits:
-                drafted = tuple(tokens[ends[0] + 1 : ends[0] + 1 + limit])
-                return Draft(drafted, self.name, match=n if drafted else None)
+                return Draft(tuple(tokens[ends[0] + 1 : ends[0] + 1 + limit]), self.name, match=n)
         return Draft((), self.name)
 
     def _extend(self, request_id: RequestId, tokens: np.ndarray) -> None:
