@@ -20,7 +20,7 @@ from specplug.cost import CostModel, plain_step_time, spec_step_time
 from specplug.lab.bench._metered import Metered
 from specplug.lab.trace import TraceRecord
 
-__all__ = ["LOOKUP", "NEURAL", "StepLog", "oracle_replay", "replay"]
+__all__ = ["LOOKUP", "NEURAL", "StepLog", "modeled_times", "oracle_replay", "replay", "timed_requests"]
 
 LOOKUP, NEURAL = 1, 2  # bits of StepLog.kinds
 _KINDS = {LOOKUP: "lookup", NEURAL: "neural"}
@@ -168,12 +168,24 @@ def modeled_times(logs: Sequence[StepLog], cost: CostModel, batch: int) -> tuple
     Plain decoding pays one step per token at each context length; speculation pays each
     logged step with its verified tokens and the drafters charged for it.
     """
+    return timed_requests(logs, cost, batch)[1]
+
+
+def timed_requests(logs: Sequence[StepLog], cost: CostModel, batch: int) -> tuple[np.ndarray, tuple[float, float]]:
+    """Each request's (plain, speculative) time [requests, 2], and :func:`modeled_times`' totals.
+
+    The totals run over every step in order; a request's times are what its steps added to
+    them, so the totals are the same to the last bit however the requests are split out.
+    """
+    per_request = np.zeros((len(logs), 2))
     plain = spec = 0.0
-    for log in logs:
+    for index, log in enumerate(logs):
+        plain_before, spec_before = plain, spec
         for context, drafted, accepted, bits in zip(
             log.context.tolist(), log.drafted.tolist(), log.accepted.tolist(), log.kinds.tolist()
         ):
             spec += spec_step_time(cost, batch, context, drafted, kind_names(bits))
             for offset in range(accepted + 1):
                 plain += plain_step_time(cost, batch, context + offset)
-    return plain, spec
+        per_request[index] = plain - plain_before, spec - spec_before
+    return per_request, (plain, spec)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 __all__ = ["BenchResult", "Row"]
 
 
@@ -32,6 +34,9 @@ class Row:
     speedup: dict[int, float] = field(default_factory=dict)  # modeled, by batch size
     oracle_share: dict[int, float] = field(default_factory=dict)  # speedup / oracle speedup
     notes: str = ""
+    #: by batch size, each request's modeled (plain, speculative) time [requests, 2], for the
+    #: sampling interval of a gap between rows (``_noise``); not written to JSON
+    request_times: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass
@@ -68,6 +73,7 @@ class BenchResult:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         for row in data["rows"]:
+            del row["request_times"]
             row["speedup"] = {str(b): v for b, v in row["speedup"].items()}
             row["oracle_share"] = {str(b): v for b, v in row["oracle_share"].items()}
         return data

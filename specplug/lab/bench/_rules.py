@@ -19,6 +19,7 @@ from specplug._errors import InvalidOptionError
 from specplug._outputs import write_text_atomic
 from specplug.cost import CostModel
 from specplug.lab.bench._methods import BenchMethod, build
+from specplug.lab.bench._noise import speedup_of
 from specplug.lab.bench._replay import StepLog, modeled_times, replay
 from specplug.lab.bench._result import Row
 from specplug.lab.rules import RULES, rule_options
@@ -111,7 +112,7 @@ def tuned_rows(
         cache: dict[Any, list[StepLog]] = {}
         for batch in batch_sizes:
             logs = _logs_at(name, choices[batch], group, cost, k, batch, neural_alpha, cache)
-            row.speedup[batch] = _speedup(logs, cost, batch)
+            row.speedup[batch], row.request_times[batch] = speedup_of(logs, cost, batch)
             if batch == batch_sizes[0]:
                 steps = sum(log.steps for log in logs)
                 accepted = sum(int(log.accepted.sum()) for log in logs)

@@ -7,13 +7,18 @@ more than :data:`TOLERANCE` below counts as a miss; and ``adaptive`` at least 1.
 are checked for the composites as a fresh server runs them and, where the bench replayed them
 warm (``--warm``: from the statistics learnt over the other split), for those rows too, each
 against the same bars (the warm adaptive against the warm hybrid).
+
+Each miss between two replayed rows also carries the interval of their ratio over the
+workload's requests resampled (``_noise``), and the tally says how many stay misses at the
+interval's upper end: with few requests a gap can be the sample's, and the report says which.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specplug.lab.bench._result import BenchResult
+from specplug.lab.bench._noise import LEVEL, ratio_interval
+from specplug.lab.bench._result import BenchResult, Row
 from specplug.lab.bench._rules import TUNED
 from specplug.lab.bench._run import warm_label
 from specplug.lab.rules import HYBRID, RULES
@@ -44,8 +49,15 @@ def _bars(methods: Sequence[str], warm: bool = False) -> tuple[list[str], list[s
 
 
 def misses(result: BenchResult, batch: int, workload: str, warm: bool = False) -> list[str]:
-    """The targets missed in one cell, each as ``who < bar (figures)``; ``warm``: by the warm rows."""
-    figures = {row.method: row.speedup.get(batch) for row in result.rows if row.workload == workload and row.status == "ok"}
+    """The targets missed in one cell, each as ``who < bar (figures)``, with the ratio's interval
+    over resampled requests where both rows timed theirs (``_noise``); ``warm``: by the warm rows."""
+    return [text for text, _ in _misses(result, batch, workload, warm)]
+
+
+def _misses(result: BenchResult, batch: int, workload: str, warm: bool) -> list[tuple[str, bool]]:
+    # (the miss, whether it stays a miss across the interval: its upper end below the tolerance too)
+    rows = {row.method: row for row in result.rows if row.workload == workload and row.status == "ok"}
+    figures = {method: row.speedup.get(batch) for method, row in rows.items()}
     hybrid_bars, adaptive_bars = _bars(list(figures), warm)
     hybrid_row, adaptive_row = _composites(warm)
     found = []
@@ -56,11 +68,20 @@ def misses(result: BenchResult, batch: int, workload: str, warm: bool = False) -
         for bar in bars:
             value = figures.get(bar)
             if bar != who and value is not None and mine < value * (1.0 - TOLERANCE):
-                found.append(f"{_short(who)} {mine:.2f} < {bar} {value:.2f}")
+                text = f"{_short(who)} {mine:.2f} < {bar} {value:.2f}"
+                interval = _interval(rows[who], rows[bar], batch)
+                if interval is not None:
+                    text += f" (x{mine / value:.3f}; over resampled requests, {LEVEL:.0%} within x{interval[0]:.3f} to x{interval[1]:.3f})"
+                found.append((text, interval is not None and interval[1] < 1.0 - TOLERANCE))
     adaptive = figures.get(adaptive_row)
     if adaptive is not None and adaptive < 1.0:
-        found.append(f"{_short(adaptive_row)} {adaptive:.2f} < 1.0")
+        found.append((f"{_short(adaptive_row)} {adaptive:.2f} < 1.0", True))
     return found
+
+
+def _interval(mine: Row, bar: Row, batch: int) -> tuple[float, float] | None:
+    times, bar_times = mine.request_times.get(batch), bar.request_times.get(batch)
+    return None if times is None or bar_times is None else ratio_interval(times, bar_times)
 
 
 def _short(row: str) -> str:
@@ -96,7 +117,7 @@ def batch_tables(result: BenchResult, batches: Sequence[int] | None = None, titl
     figures = {(row.workload, row.method): row for row in result.rows}
     replayed = {row.method for row in result.rows}
     states = [warm for warm in (False, True) if _composites(warm)[0] in replayed or _composites(warm)[1] in replayed]
-    total = dict.fromkeys(states, 0)
+    total, beyond = dict.fromkeys(states, 0), dict.fromkeys(states, 0)
     for batch in batches or result.batch_sizes:
         lines += [f"### Batch {batch}", "", "| method | " + " | ".join(workloads) + " |", "|---|" + "---:|" * len(workloads)]
         for method in methods:
@@ -116,16 +137,20 @@ def batch_tables(result: BenchResult, batches: Sequence[int] | None = None, titl
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
         for warm in states:
-            found = [(workload, miss) for workload in workloads for miss in misses(result, batch, workload, warm)]
+            found = [(workload, miss, kept) for workload in workloads for miss, kept in _misses(result, batch, workload, warm)]
             total[warm] += len(found)
+            beyond[warm] += sum(kept for _, _, kept in found)
             which = " (warm)" if warm else ""
             if found:
                 lines.append(f"Targets{which} missed at batch {batch} ({len(found)}):")
-                lines += [f"- {workload}: {miss}" for workload, miss in found]
+                lines += [f"- {workload}: {miss}" for workload, miss, _ in found]
             else:
                 lines.append(f"Targets{which} at batch {batch}: all met.")
             lines.append("")
     lines.append("Targets missed in all: " + ", ".join(f"{count}{' (warm)' if warm else ''}" for warm, count in total.items()) + ".")
+    lines += ["", f"Of them, beyond the sampling noise (the {LEVEL:.0%} interval of the ratio over resampled requests ends more "
+              f"than {TOLERANCE:.0%} below the bar): " + ", ".join(f"{count}{' (warm)' if warm else ''}" for warm, count in beyond.items())
+              + "."]
     lines += ["", "Engine rules (`rule:NAME`; `(tuned)`: knobs chosen per batch size on the tune split, listed in the JSON):", ""]
     shown = {_rule_of(method) for method in methods} & set(RULES)
     lines += [f"- `rule:{name}`: {RULES[name].engine}" for name in RULES if name in shown]

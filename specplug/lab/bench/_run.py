@@ -14,6 +14,7 @@ from specplug.cost import CostModel
 from specplug.lab.bench._llamacpp import engine_rows
 from specplug.lab.bench._metered import Metered
 from specplug.lab.bench._methods import BenchMethod, build, is_composite
+from specplug.lab.bench._noise import speedup_of
 from specplug.lab.bench._replay import StepLog, acceptance_table, modeled_times, oracle_replay, replay
 from specplug.lab.bench._result import BenchResult, Row
 from specplug.lab.bench._rules import tuned_label, tuned_rows
@@ -173,7 +174,7 @@ def _run_one(
             if built.takes_batch_size and batch != batch_sizes[0]:
                 again = build(method, group, cost, batch, neural_alpha)
                 logs = replay(again.proposer, again.leaves, group, k)
-            row.speedup[batch] = _speedup(logs, cost, batch)
+            row.speedup[batch], row.request_times[batch] = speedup_of(logs, cost, batch)
         return row
     except Exception as error:  # noqa: BLE001 - a failing proposer fails its row, not the benchmark
         tick(f"{workload}: {method.label} FAILED")
@@ -211,7 +212,7 @@ def _run_warm(
                 learning.proposer.save_learnt_state()  # type: ignore[attr-defined]
                 built = build(learnt, group, cost, batch, neural_alpha)
                 logs = replay(built.proposer, built.leaves, group, k)
-                row.speedup[batch] = _speedup(logs, cost, batch)
+                row.speedup[batch], row.request_times[batch] = speedup_of(logs, cost, batch)
                 if batch == batch_sizes[0]:
                     _figures(row, logs, with_micros=False)
         tick(f"{workload}: {row.method}")
