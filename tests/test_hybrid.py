@@ -7,7 +7,6 @@ import pytest
 
 import specplug
 from specplug.cost import CostModelError, OnlineCostModel
-from specplug.proposers.composite._parts import EXPLORE_PROBED, EXPLORE_UNPROBED
 from tests._scripted import Oracle, drive, geometric, late_lengths_by_batch, with_room
 
 PROMPT = [1, 2, 3]
@@ -304,31 +303,6 @@ def test_a_neural_part_that_cannot_pay_for_its_pass_is_left_alone():
     bounded, bounded_late = calls(explore=1.0, call_bound=0.03)
     assert unbounded_late >= 20 and bounded_late <= 5
     assert bounded <= unbounded / 4
-
-
-@pytest.mark.parametrize("method", ["hybrid", "adaptive"])
-def test_a_probed_part_is_explored_less_by_default(method):
-    # A head's tokens past the cut are scored at every call, so its bonus only keeps it from being
-    # dropped on bad luck; a draft model shows longer cuts only when one is tried, so it keeps more.
-    output = list(range(100, 700))
-
-    def composite(part_class, **options):
-        neural = part_class({"r": output}, lambda pos: 1 if pos % 5 == 0 else 0, pad=True)
-        lookup = Oracle({"r": output}, lambda pos: 0, name="look", kind="lookup")
-        parts = {"neural": neural, "lookup": lookup} if method == "hybrid" else {"neural": neural, "candidates": [lookup]}
-        return neural, specplug.create(method, **parts, cost="llama-3.1-8b-h100", batch_size=1, **options)
-
-    assert composite(_Asked)[1].explore == EXPLORE_PROBED < EXPLORE_UNPROBED
-    assert composite(_DraftModel)[1].explore == EXPLORE_UNPROBED
-    assert composite(_DraftModel, neural_probe=True)[1].explore == EXPLORE_PROBED
-    assert composite(_Asked, explore=0.7)[1].explore == 0.7
-
-    def calls(**options):  # a head that gets a fifth of a token a call, at batch 1: its pass never pays
-        neural, hybrid = composite(_Asked, **options)
-        drive(hybrid, "r", PROMPT, output, 6)
-        return len(neural.asked)
-
-    assert calls() < calls(explore=EXPLORE_UNPROBED)
 
 
 def test_call_bound_keeps_a_neural_part_that_pays():

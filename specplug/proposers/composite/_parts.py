@@ -18,8 +18,8 @@ from specplug._errors import InvalidOptionError
 from specplug.proposers.composite._choice import chained_estimate
 
 __all__ = [
-    "BANDS", "EXPLORE_PROBED", "EXPLORE_UNPROBED", "SCORE_BANDS", "PositionStats", "checked_batch_size", "estimate",
-    "exploration", "optimism", "probes", "resolved", "score_band", "score_bands",
+    "BANDS", "SCORE_BANDS", "PositionStats", "checked_batch_size", "estimate", "optimism", "probes", "resolved", "score_band",
+    "score_bands",
 ]  # fmt: skip
 
 
@@ -53,23 +53,6 @@ def probes(neural_probe: bool | None, neural_parts: list[Any]) -> bool:
     if neural_probe is not None:
         return neural_probe
     return not any(getattr(part, "shorter_drafts_save", False) for part in neural_parts)
-
-
-#: the UCB scale of a composite's neural parts when ``explore`` is left out: smaller where the parts
-#: are probed (their tokens past the cut are scored at every call, so the bonus has only to keep a
-#: part judged on a few unlucky calls from being dropped, and each call it buys costs a pass that may
-#: not pay); larger where they are not (a draft model: what its longer cuts would bring is seen only
-#: when one is tried, and a request's later positions, which a good draft model accepts more often
-#: than its first, would otherwise stay rated by the first). docs/benchmarks.md has the measurements.
-EXPLORE_PROBED, EXPLORE_UNPROBED = 0.1, 0.3
-
-
-def exploration(explore: float | None, probe: bool) -> float:
-    """The exploration bonus scale: ``explore`` as given, or by default by whether the neural parts
-    are probed (:data:`EXPLORE_PROBED`, :data:`EXPLORE_UNPROBED`)."""
-    if explore is not None:
-        return explore
-    return EXPLORE_PROBED if probe else EXPLORE_UNPROBED
 
 
 def score_bands(

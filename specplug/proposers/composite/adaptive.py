@@ -41,7 +41,7 @@ from specplug.proposers.composite._composite import Choosing, CompositeProposer
 from specplug.proposers._options import (
     CalibrationWeight, CallBound, LearntStatePath, LookupPriorWeight, MethodOptions, NeuralProbe, NeuralRequestWeight,
 )
-from specplug.proposers.composite._parts import exploration, probes, resolved
+from specplug.proposers.composite._parts import probes, resolved
 
 __all__ = ["AdaptiveOptions", "AdaptiveProposer"]
 
@@ -59,8 +59,8 @@ class AdaptiveOptions(MethodOptions):
     prior: float = Field(0.6, gt=0, lt=1, allow_inf_nan=False, description="acceptance per position before any is observed")
     prior_weight: float = Field(4.0, gt=0, le=1e6, allow_inf_nan=False, description="observations the pooled estimate is worth for a new request")
     min_gain: float = Field(0.0, ge=0, le=100, allow_inf_nan=False, description="speculate only when goodput beats plain decoding by this share")
-    explore: float | None = Field(
-        None, ge=0, le=100, allow_inf_nan=False, description="optimism for rarely observed positions (UCB bonus scale; a neural candidate's weighed by how often each position is reached), so a candidate judged early is retried; with costs learnt online (the engine adapters' default), a neural candidate's is weighed by the share of a step its failed draft keeps (None: 0.1 where the neural candidates are probed, see neural_probe, else 0.3)"
+    explore: float = Field(
+        0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for rarely observed positions (UCB bonus scale; a neural candidate's weighed by how often each position is reached), so a candidate judged early is retried; with costs learnt online (the engine adapters' default), a neural candidate's is weighed by the share of a step its failed draft keeps"
     )
     neural_probe: NeuralProbe = None
     lookup_prior_weight: LookupPriorWeight = 1.0
@@ -119,7 +119,6 @@ class AdaptiveProposer(CompositeProposer):
         lookups = tuple(index for index, kind in enumerate(self.kinds) if kind == "lookup")
         # by cost, two calibration tracks per lookup after the confirmed one (as the hybrid's: realised, expected)
         calibrated = tuple(self._confirmed + 1 + 2 * at for at in range(len(lookups))) if options.calibration_weight > 0 else ()
-        probe = probes(options.neural_probe, [part for part in self.candidates if part.draft_kind == "neural"])
         choosing = Choosing(
             lookups=lookups,
             neurals=tuple(index for index, kind in enumerate(self.kinds) if kind != "lookup"),
@@ -133,10 +132,10 @@ class AdaptiveProposer(CompositeProposer):
             positions=options.max_positions,
             prior=options.prior,
             prior_weight=options.prior_weight,
-            explore=exploration(options.explore, probe),
+            explore=options.explore,
             batch_size=options.batch_size,
             half_life=options.half_life,
-            probe=probe,
+            probe=probes(options.neural_probe, [part for part in self.candidates if part.draft_kind == "neural"]),
             lookup_prior_weight=options.lookup_prior_weight,
             call_bound=options.call_bound,
             neural_request_weight=options.neural_request_weight,

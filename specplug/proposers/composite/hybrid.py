@@ -58,7 +58,7 @@ from specplug.proposers.composite._composite import Choosing, CompositeProposer
 from specplug.proposers._options import (
     CalibrationWeight, CallBound, LearntStatePath, LookupPriorWeight, MethodOptions, NeuralProbe, NeuralRequestWeight,
 )
-from specplug.proposers.composite._parts import exploration, probes, resolved
+from specplug.proposers.composite._parts import probes, resolved
 
 __all__ = ["HybridOptions", "HybridProposer"]
 
@@ -71,7 +71,7 @@ class HybridOptions(MethodOptions):
     )
     prior: float = Field(0.6, gt=0, lt=1, allow_inf_nan=False, description="acceptance per draft position before any is observed")
     prior_weight: float = Field(4.0, gt=0, le=1e6, allow_inf_nan=False, description="observations the pooled estimate is worth for a new request")
-    explore: float | None = Field(None, ge=0, le=100, allow_inf_nan=False, description="optimism for the neural drafter's rarely observed positions (UCB scale; by cost, each position's bonus weighed by how often it is reached); with costs learnt online (the engine adapters' default), weighed by the share of a step a failed neural draft keeps (None: 0.1 where the neural drafter is probed, see neural_probe, else 0.3)")
+    explore: float = Field(0.3, ge=0, le=100, allow_inf_nan=False, description="optimism for the neural drafter's rarely observed positions (UCB scale; by cost, each position's bonus weighed by how often it is reached); with costs learnt online (the engine adapters' default), weighed by the share of a step a failed neural draft keeps")
     neural_probe: NeuralProbe = None
     lookup_prior_weight: LookupPriorWeight = 1.0
     call_bound: CallBound = 0.0
@@ -143,7 +143,6 @@ class HybridProposer(CompositeProposer):
         cost = resolved(options.cost, "cost")
         self.cost: CostModel | None = None if cost is None else checked_step_times(cost)
         calibrated = self.cost is not None and options.calibration_weight > 0
-        probe = probes(options.neural_probe, [self.neural])
         choosing = Choosing(
             lookups=(LOOKUP,), neurals=(NEURAL,), cost=self.cost,
             confirmed=CONFIRMED if options.continue_with_lookup else None,
@@ -157,10 +156,10 @@ class HybridProposer(CompositeProposer):
             positions=options.max_positions,
             prior=options.prior,
             prior_weight=options.prior_weight,
-            explore=exploration(options.explore, probe),
+            explore=options.explore,
             batch_size=options.batch_size,
             half_life=options.half_life,
-            probe=probe,
+            probe=probes(options.neural_probe, [self.neural]),
             lookup_prior_weight=options.lookup_prior_weight,
             call_bound=options.call_bound,
             neural_request_weight=options.neural_request_weight,
