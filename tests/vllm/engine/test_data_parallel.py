@@ -1,8 +1,9 @@
-"""``vllm serve --data-parallel-size 2`` on this CPU with specplug.suffix, specplug.adaptive and the
-specplug.hybrid overlay over a draft model (the tiny model drafting for itself; the overlay runs the drafter's
-whole pass every step under data parallelism): both engines draft, and every request's greedy tokens equal the
-same request's with drafting turned off (``specplug_draft: off``; the overlay's draft-model drafts are verified
-either way, so there it checks the identity only)."""
+"""``vllm serve --data-parallel-size 2`` on this CPU with specplug.adaptive and the specplug.hybrid overlay over a
+draft model (the tiny model drafting for itself; the overlay runs the drafter's whole pass every step under data
+parallelism): both engines draft, and every request's greedy tokens equal the same request's with drafting turned
+off (``specplug_draft: off``; the overlay's draft-model drafts are verified either way, so there it checks the
+identity only). On the adaptive server, requests naming ``suffix`` are drafted by suffix alone in both engines:
+the suffix method's own path under data parallelism, without a third server."""
 
 from __future__ import annotations
 
@@ -17,13 +18,13 @@ import openai
 import pytest
 
 from specplug.lab.local_server import free_port
-from tests.served import served
+from tests.served import drafts_by_source, served
 from tests.vllm._paths import ROOT
 from tests.vllm.engine.test_parallel import MAX_TOKENS, PROMPTS, tiny_model  # noqa: F401 - the model fixture
-from tests.vllm.engine.test_server import STARTUP_S, get
+from tests.vllm.engine.conftest import STARTUP_S, get
 
 
-METHODS = ["specplug.suffix", "specplug.adaptive", "specplug.hybrid"]
+METHODS = ["specplug.adaptive", "specplug.hybrid"]
 
 
 @pytest.fixture(scope="module", params=METHODS)
@@ -34,12 +35,15 @@ def server(request, tiny_model, tmp_path_factory):  # noqa: F811
         speculative = {"method": request.param, "neural": "draft_model", "model": tiny_model, "num_speculative_tokens": 3}
     else:
         speculative = {"method": request.param, "num_speculative_tokens": 4}
+    folder = tmp_path_factory.mktemp("dp")
+    stats = {"specplug": {"stats_file": str(folder / "stats-{pid}.json"), "stats_interval": 0}}
     command = [str(cli), "serve", tiny_model, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
                "--enforce-eager", "--max-model-len", "1024", "--max-num-seqs", "2", "--served-model-name", "tiny",
-               "--data-parallel-size", "2", "--speculative-config", json.dumps(speculative)]
-    with served(command, port, name=f"vllm serve (DP 2, {request.param})", log=tmp_path_factory.mktemp("dp") / "server.log",
+               "--data-parallel-size", "2", "--speculative-config", json.dumps(speculative),
+               "--additional-config", json.dumps(stats)]
+    with served(command, port, name=f"vllm serve (DP 2, {request.param})", log=folder / "server.log",
                 env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, timeout_s=STARTUP_S, cwd=ROOT, new_session=True) as base:
-        yield base
+        yield base, request.param, folder
 
 
 def tokens(base: str, prompt: list[int], xargs: dict | None) -> list[int]:
@@ -51,11 +55,30 @@ def tokens(base: str, prompt: list[int], xargs: dict | None) -> list[int]:
     return list(answer.choices[0].token_ids)
 
 
-def test_both_engines_draft_and_match_undrafted_requests(server):
+def each_engines_drafts(folder: Path) -> list:
+    """Each engine's draft counts by source (a stats file per engine process)."""
+    return [drafts_by_source(path) for path in sorted(folder.glob("stats-*.json"))]
+
+
+def answers(base: str, xargs: dict | None) -> list[list[int]]:
     with ThreadPoolExecutor(4) as pool:  # concurrent, so both data-parallel engines get requests
-        drafted = list(pool.map(lambda prompt: tokens(server, prompt, None), PROMPTS * 2))
-        undrafted = list(pool.map(lambda prompt: tokens(server, prompt, {"specplug_draft": "off"}), PROMPTS * 2))
+        return list(pool.map(lambda prompt: tokens(base, prompt, xargs), PROMPTS * 2))
+
+
+def test_both_engines_draft_and_match_undrafted_requests(server):
+    base, method, folder = server
+    drafted = answers(base, None)
+    undrafted = answers(base, {"specplug_draft": "off"})
     assert drafted == undrafted
     accepted = dict(re.findall(r'^vllm:spec_decode_num_accepted_tokens_total\{engine="(\d+)"[^}]*\} (\S+)$',
-                               get(server + "/metrics"), re.M))
+                               get(base + "/metrics"), re.M))
     assert set(accepted) == {"0", "1"} and all(float(value) > 0 for value in accepted.values()), accepted
+    if method != "specplug.adaptive":
+        return
+    before = each_engines_drafts(folder)
+    assert answers(base, {"specplug_method": "suffix"}) == undrafted
+    after = each_engines_drafts(folder)
+    assert len(before) == len(after) == 2, after
+    for engine_before, engine_after in zip(before, after, strict=True):
+        gained = {source for source in engine_after if engine_after[source] != engine_before[source]}
+        assert gained == {"suffix"}, (engine_before, engine_after)

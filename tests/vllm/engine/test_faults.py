@@ -14,7 +14,7 @@ def test_faults_cost_drafts_not_requests(plain, chats, stats_path, monkeypatch):
     monkeypatch.setenv("SPECPLUG_VLLM_PLUGIN", "0")  # read by vLLM's engine and worker processes
     speculative = {"model": "tests.vllm.engine.faulty.FaultyDrafter", "num_speculative_tokens": 6}
     extra = {"specplug": {"method": "suffix", "stats_file": str(stats_path), "stats_interval": 0}}
-    with engine(speculative, extra) as llm:
+    with engine(speculative, extra, in_process=False) as llm:  # the plugin is loaded in this process
         assert llm.llm_engine.vllm_config.speculative_config.method == "custom_class"
         run = generate(llm, chats)
     assert all(len(tokens) > 0 for tokens in run.tokens)  # every request completed

@@ -1,6 +1,7 @@
 """vLLM with ``tensor_parallel_size=2`` on this CPU's two cores (multiprocessing executor, one core a rank):
-specplug's lookup methods and the hybrid overlay with costs learnt online give the plain run's greedy tokens,
-and every run ends within its timeout (ranks that disagree on the drafter's collectives would hang).
+specplug.adaptive, requests in it naming the suffix method, and the hybrid overlay with costs learnt online give
+the plain run's greedy tokens, and every run ends within its timeout (ranks that disagree on the drafter's
+collectives would hang).
 
 The model is tests/tiny_llama.py's random Llama (SmolLM2's 9 heads do not split in two)."""
 
@@ -32,8 +33,9 @@ def tiny_model(vllm_cpu, tmp_path_factory) -> str:
     return str(out)
 
 
-def run(model: str, speculative_config: dict | None = None, additional_config: dict | None = None) -> dict:
-    spec = {"tensor_parallel_size": 2, "prompts": PROMPTS, "max_tokens": MAX_TOKENS,
+def run(model: str, speculative_config: dict | None = None, additional_config: dict | None = None,
+        prompts: list[list[int]] = PROMPTS, extra_args: list[dict | None] | None = None) -> dict:
+    spec = {"tensor_parallel_size": 2, "prompts": prompts, "max_tokens": MAX_TOKENS, "extra_args": extra_args,
             "speculative_config": speculative_config, "additional_config": additional_config}
     env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "0|1", "VLLM_CPU_KVCACHE_SPACE": "1"}
     try:
@@ -51,14 +53,17 @@ def plain(tiny_model) -> dict:
     return run(tiny_model)
 
 
-@pytest.mark.parametrize("speculative", [
-    {"method": "specplug.suffix", "num_speculative_tokens": 4},
-    {"method": "specplug.adaptive", "num_speculative_tokens": 4},
-], ids=["suffix", "adaptive"])
-def test_lookup_methods_at_tp2_match_plain(tiny_model, plain, speculative):
-    out = run(tiny_model, speculative)
-    assert out["tokens"] == plain["tokens"]
+def test_lookup_methods_at_tp2_match_plain(tiny_model, plain, tmp_path):
+    # specplug.adaptive, and the suffix method alone through the same engine: a request naming suffix
+    stats = tmp_path / "stats-{pid}.json"
+    out = run(tiny_model, {"method": "specplug.adaptive", "num_speculative_tokens": 4},
+              {"specplug": {"stats_file": str(stats), "stats_interval": 0}},
+              prompts=PROMPTS * 2, extra_args=[None] * len(PROMPTS) + [{"specplug_method": "suffix"}] * len(PROMPTS))
+    assert out["tokens"] == plain["tokens"] * 2
     assert out["metrics"]["spec_decode_num_accepted_tokens"] > 0  # drafts were verified and taken
+    ranks = [json.loads(path.read_text())["counters"] for path in tmp_path.glob("stats-*.json")]
+    assert len(ranks) == 2 and all(counters.get("request_control.method", 0) > 0 for counters in ranks), ranks
+    assert all(counters.get("drafts.suffix", 0) > 0 for counters in ranks), ranks
 
 
 def test_the_hybrid_overlay_with_online_costs_at_tp2_matches_plain(tiny_model, plain, tmp_path):

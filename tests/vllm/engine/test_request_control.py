@@ -18,7 +18,7 @@ from specplug.lab.local_server import free_port
 from specplug_adapters.vllm import read_stats
 from tests.served import drafts_by_source, served
 from tests.vllm._paths import ROOT, eagle_head_dir, model_dir
-from tests.vllm.engine.test_server import STARTUP_S, get, server  # noqa: F401 - the module's server fixture
+from tests.vllm.engine.conftest import STARTUP_S, get
 
 # a list the model repeats: the suffix method drafts most of it
 PROMPT = "Repeat this list exactly, twice:\nitem 1: apple\nitem 2: pear\nitem 3: plum\nitem 4: fig\n"
@@ -47,7 +47,7 @@ def complete(base: str, xargs: dict | None) -> tuple[str, float, float]:
     return answer.choices[0].message.content, after_drafts - drafts, after_tokens - tokens
 
 
-def test_off_and_a_cap_are_honoured_per_request_with_the_same_output(server):  # noqa: F811
+def test_off_and_a_cap_are_honoured_per_request_with_the_same_output(server):
     base, stats = server
     text, drafts, tokens = complete(base, None)
     assert tokens > drafts > 0  # as the server is set: drafts of several tokens
@@ -68,7 +68,7 @@ def test_off_and_a_cap_are_honoured_per_request_with_the_same_output(server):  #
      "'specplug_mode' is not valid; specplug reads specplug_draft, specplug_max_draft_tokens, specplug_method"),
     ({"specplug_method": "ngram"}, "specplug_method = 'ngram' is not valid; this server honours suffix"),
 ])
-def test_a_bad_control_is_a_400_and_the_server_goes_on(server, xargs, message):  # noqa: F811
+def test_a_bad_control_is_a_400_and_the_server_goes_on(server, xargs, message):
     base, _ = server
     with pytest.raises(openai.BadRequestError) as caught:
         complete(base, xargs)
@@ -76,7 +76,7 @@ def test_a_bad_control_is_a_400_and_the_server_goes_on(server, xargs, message): 
     assert get(base + "/health") == ""
 
 
-def test_a_single_method_server_takes_its_own_name(server):  # noqa: F811
+def test_a_single_method_server_takes_its_own_name(server):
     base, stats = server
     text, _, _ = complete(base, None)
     before = drafts_by_source(stats)
