@@ -171,7 +171,7 @@ def get(url: str, timeout: float = 5) -> str:
 @pytest.fixture(scope="session")
 def server(vllm_cpu, tmp_path_factory):
     """`vllm serve MODEL --spec-method specplug.suffix --spec-tokens 8` on 127.0.0.1, its stats written
-    every step; one for the session (each test reads its own requests' counts)."""
+    every step; started once and shared by the tests that use it (each reads its own requests' counts)."""
     cli = Path(sys.executable).parent / "vllm"
     assert cli.is_file(), f"{cli} is missing: the vllm-cpu install has no vllm command"
     port = free_port()
