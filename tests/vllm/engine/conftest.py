@@ -81,12 +81,11 @@ def engine(speculative_config: dict | None = None, additional_config: dict | Non
 
     options = dict(model=model_dir(), dtype="float32", enforce_eager=True, max_model_len=2048, max_num_seqs=4,
                    seed=0, disable_log_stats=False)
-    if in_process:
-        options["distributed_executor_backend"] = "mp"  # the worker spawned, as in vLLM's default layout
-    options.update(overrides)
     with pytest.MonkeyPatch.context() as patch:
-        if in_process:
+        if in_process:  # the engine core here, the worker spawned as in vLLM's default layout
             patch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+            options["distributed_executor_backend"] = "mp"
+        options.update(overrides)
         llm = LLM(speculative_config=speculative_config, additional_config=additional_config or {}, **options)
     try:
         yield llm

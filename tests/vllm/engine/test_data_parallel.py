@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sys
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -55,7 +56,7 @@ def tokens(base: str, prompt: list[int], xargs: dict | None) -> list[int]:
     return list(answer.choices[0].token_ids)
 
 
-def each_engines_drafts(folder: Path) -> list:
+def each_engines_drafts(folder: Path) -> list[Counter[str]]:
     """Each engine's draft counts by source (a stats file per engine process)."""
     return [drafts_by_source(path) for path in sorted(folder.glob("stats-*.json"))]
 

@@ -11,9 +11,11 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from specplug_adapters.vllm import read_stats
 from tests.vllm._paths import ROOT, model_dir
 
 #: per run: vLLM's start with two spawned ranks, on a shared 2-core machine (a hang fails here)
@@ -48,6 +50,11 @@ def run(model: str, speculative_config: dict | None = None, additional_config: d
     return json.loads(lines[-1].removeprefix("RESULT "))
 
 
+def each_ranks_counters(folder: Path) -> list[dict]:
+    """Each rank's specplug counters (a stats file per worker process)."""
+    return [read_stats(path)["counters"] for path in sorted(folder.glob("stats-*.json"))]
+
+
 @pytest.fixture(scope="module")
 def plain(tiny_model) -> dict:
     return run(tiny_model)
@@ -61,7 +68,7 @@ def test_lookup_methods_at_tp2_match_plain(tiny_model, plain, tmp_path):
               prompts=PROMPTS * 2, extra_args=[None] * len(PROMPTS) + [{"specplug_method": "suffix"}] * len(PROMPTS))
     assert out["tokens"] == plain["tokens"] * 2
     assert out["metrics"]["spec_decode_num_accepted_tokens"] > 0  # drafts were verified and taken
-    ranks = [json.loads(path.read_text())["counters"] for path in tmp_path.glob("stats-*.json")]
+    ranks = each_ranks_counters(tmp_path)
     assert len(ranks) == 2 and all(counters.get("request_control.method", 0) > 0 for counters in ranks), ranks
     assert all(counters.get("drafts.suffix", 0) > 0 for counters in ranks), ranks
 
@@ -74,7 +81,7 @@ def test_the_hybrid_overlay_with_online_costs_at_tp2_matches_plain(tiny_model, p
     assert out["tokens"] == plain["tokens"]
     assert out["metrics"]["spec_decode_num_drafts"] > 0
     # every rank wrote its counters: the same choices and the same learnt costs (rank 0's times, exchanged)
-    ranks = [json.loads(path.read_text())["counters"] for path in tmp_path.glob("stats-*.json")]
+    ranks = each_ranks_counters(tmp_path)
     assert len(ranks) == 2, ranks
     keys = [key for key in ranks[0] if key.startswith(("neural_pass.", "drafts.", "costs."))]
     assert keys and all(ranks[0][key] == ranks[1].get(key) for key in keys), ranks
