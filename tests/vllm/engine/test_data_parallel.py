@@ -8,9 +8,7 @@ the suffix method's own path under data parallelism, without a third server."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,11 +16,9 @@ from pathlib import Path
 import openai
 import pytest
 
-from specplug.lab.local_server import free_port
-from tests.served import drafts_by_source, served
-from tests.vllm._paths import ROOT
+from tests.served import drafts_by_source
 from tests.vllm.engine.test_parallel import MAX_TOKENS, PROMPTS, tiny_model  # noqa: F401 - the model fixture
-from tests.vllm.engine.conftest import STARTUP_S, get
+from tests.vllm.engine.conftest import get, vllm_serve
 
 
 METHODS = ["specplug.adaptive", "specplug.hybrid"]
@@ -30,20 +26,14 @@ METHODS = ["specplug.adaptive", "specplug.hybrid"]
 
 @pytest.fixture(scope="module", params=METHODS)
 def server(request, tiny_model, tmp_path_factory):  # noqa: F811
-    cli = Path(sys.executable).parent / "vllm"
-    port = free_port()
     if request.param == "specplug.hybrid":
         speculative = {"method": request.param, "neural": "draft_model", "model": tiny_model, "num_speculative_tokens": 3}
     else:
         speculative = {"method": request.param, "num_speculative_tokens": 4}
     folder = tmp_path_factory.mktemp("dp")
-    stats = {"specplug": {"stats_file": str(folder / "stats-{pid}.json"), "stats_interval": 0}}
-    command = [str(cli), "serve", tiny_model, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-               "--enforce-eager", "--max-model-len", "1024", "--max-num-seqs", "2", "--served-model-name", "tiny",
-               "--data-parallel-size", "2", "--speculative-config", json.dumps(speculative),
-               "--additional-config", json.dumps(stats)]
-    with served(command, port, name=f"vllm serve (DP 2, {request.param})", log=folder / "server.log",
-                env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, timeout_s=STARTUP_S, cwd=ROOT, new_session=True) as base:
+    options = ["--data-parallel-size", "2", "--speculative-config", json.dumps(speculative)]
+    with vllm_serve(tiny_model, "tiny", options, folder / "stats-{pid}.json", folder / "server.log",
+                    f"vllm serve (DP 2, {request.param})", max_model_len=1024) as base:
         yield base, request.param, folder
 
 

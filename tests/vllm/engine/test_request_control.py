@@ -6,19 +6,15 @@ same, and a bad value is the client's HTTP 400 while the server goes on."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
-from pathlib import Path
 
 import openai
 import pytest
 
-from specplug.lab.local_server import free_port
 from specplug_adapters.vllm import read_stats
-from tests.served import drafts_by_source, served
-from tests.vllm._paths import ROOT, eagle_head_dir, model_dir
-from tests.vllm.engine.conftest import STARTUP_S, get
+from tests.served import drafts_by_source
+from tests.vllm._paths import eagle_head_dir, model_dir
+from tests.vllm.engine.conftest import get, vllm_serve
 
 # a list the model repeats: the suffix method drafts most of it
 PROMPT = "Repeat this list exactly, twice:\nitem 1: apple\nitem 2: pear\nitem 3: plum\nitem 4: fig\n"
@@ -113,17 +109,9 @@ def composite(request, vllm_cpu, tmp_path_factory):
     speculative, names = COMPOSITES[request.param]
     if "neural" in speculative:
         speculative = {**speculative, "model": eagle_head_dir()}
-    cli = Path(sys.executable).parent / "vllm"
-    port = free_port()
     stats = tmp_path_factory.mktemp("composite") / "stats.json"
-    command = [
-        str(cli), "serve", model_dir(), "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-        "--enforce-eager", "--max-model-len", "2048", "--max-num-seqs", "2", "--served-model-name", "smol",
-        "--speculative-config", json.dumps(speculative),
-        "--additional-config", json.dumps({"specplug": {"stats_file": str(stats), "stats_interval": 0}}),
-    ]
-    with served(command, port, name=f"vllm serve ({request.param})", log=stats.parent / "server.log",
-                env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, timeout_s=STARTUP_S, cwd=ROOT, new_session=True) as base:
+    options = ["--speculative-config", json.dumps(speculative)]
+    with vllm_serve(model_dir(), "smol", options, stats, stats.parent / "server.log", f"vllm serve ({request.param})") as base:
         yield base, stats, names
 
 
