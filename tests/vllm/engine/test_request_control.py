@@ -111,7 +111,7 @@ def composite(request, vllm_cpu, tmp_path_factory):
         speculative = {**speculative, "model": eagle_head_dir()}
     stats = tmp_path_factory.mktemp("composite") / "stats.json"
     options = ["--speculative-config", json.dumps(speculative)]
-    with vllm_serve(model_dir(), "smol", options, stats, stats.parent / "server.log", f"vllm serve ({request.param})") as base:
+    with vllm_serve(model_dir(), "smol", options, stats, f"vllm serve ({request.param})") as base:
         yield base, stats, names
 
 
