@@ -263,6 +263,12 @@ class _DraftModel(_Asked):
     shorter_drafts_save = True  # one forward per drafted token, as llama.cpp's draft model
 
 
+def _over_one_lookup(method: str, neural, lookup, **options):
+    """``method`` (hybrid or adaptive) over ``neural`` and one lookup, priced by the H100 cost model."""
+    parts = {"lookup": lookup} if method == "hybrid" else {"candidates": [lookup]}
+    return specplug.create(method, neural=neural, **parts, cost="llama-3.1-8b-h100", **options)
+
+
 @pytest.mark.parametrize("method", ["hybrid", "adaptive"])
 def test_a_part_that_pays_per_drafted_token_is_asked_only_for_what_pays(method):
     # At batch 64 a neural draft accepted at 0.7 a token pays only cut short. A head that drafts
@@ -273,8 +279,7 @@ def test_a_part_that_pays_per_drafted_token_is_asked_only_for_what_pays(method):
     def late_asks(part_class, **options):
         neural = part_class({"r": output}, geometric(0.7), pad=True)
         lookup = Oracle({"r": output}, lambda pos: 0, name="look", kind="lookup")
-        parts = {"neural": neural, "lookup": lookup} if method == "hybrid" else {"neural": neural, "candidates": [lookup]}
-        composite = specplug.create(method, **parts, cost="llama-3.1-8b-h100", batch_size=64, **options)
+        composite = _over_one_lookup(method, neural, lookup, batch_size=64, **options)
         drive(composite, "r", PROMPT, output[:200], 8)
         assert neural.asked, "the neural part was never called"
         return neural.asked[len(neural.asked) // 2 :]
@@ -317,8 +322,7 @@ def test_a_head_that_pays_is_not_given_up_after_unlucky_first_calls(method, batc
 
     def steps(seed: int) -> int:
         neural = Oracle({"r": output}, geometric(0.45, seed), pad=True)
-        parts = {"neural": neural, "lookup": "ngram"} if method == "hybrid" else {"neural": neural, "candidates": ["ngram"]}
-        composite = specplug.create(method, **parts, cost="llama-3.1-8b-h100", batch_size=batch_size)
+        composite = _over_one_lookup(method, neural, "ngram", batch_size=batch_size)
         return len(drive(composite, "r", PROMPT, output, 8))
 
     assert max(steps(seed) for seed in range(12)) < 450
